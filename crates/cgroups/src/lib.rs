@@ -1,0 +1,1 @@
+//! pier-cgroups (to be written)

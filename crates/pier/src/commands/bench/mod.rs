@@ -1,0 +1,1 @@
+//! `pier bench` (to be written)

@@ -1,0 +1,1 @@
+//! OCI hooks (to be written)

@@ -1,0 +1,1 @@
+//! process (to be written)

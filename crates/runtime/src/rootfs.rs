@@ -1,0 +1,1 @@
+//! rootfs (to be written)

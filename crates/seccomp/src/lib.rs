@@ -1,0 +1,1 @@
+//! pier-seccomp (to be written)
