@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# setup.sh: make this Debian 12 machine ready to build, test and benchmark pier. Idempotent:
+# installs only the Debian packages that are missing, checks the Rust toolchain, builds pier.
+#
+#   scripts/setup.sh            # packages + debug build (tests)
+#   scripts/setup.sh --release  # packages + release build (demo, benchmarks)
+#
+# Needs root (apt, and pier itself creates namespaces, mounts and cgroups).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# What each package is for:
+#   busybox-static  the rootfs of test and benchmark containers
+#   crun runc       peers: benchmark rows and behaviour oracles
+#   libseccomp-dev pkg-config  the seccomp compiler's test oracle (dev-dependency only)
+#   docker.io podman containerd  real clients that drive pier as their runtime (tests)
+#   hyperfine       ad-hoc timing of whole commands
+#   iproute2 util-linux procps  ip, unshare, nsenter, ps used by tests and benchmarks
+PACKAGES=(busybox-static crun runc libseccomp-dev pkg-config docker.io podman containerd hyperfine
+          iproute2 util-linux procps)
+
+need_root() {
+    if [ "$(id -u)" != 0 ]; then
+        echo "setup: pier's setup and tests need root (namespaces, mounts, cgroups): run as root" >&2
+        exit 1
+    fi
+}
+
+install_packages() {
+    local missing=()
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "setup: installing ${missing[*]}" >&2
+    apt-get update -qq
+    # Packages like docker.io must not start their daemons here: pier's tests start their own,
+    # with private state, and leave the host's firewall untouched.
+    local policy=/usr/sbin/policy-rc.d created_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [ "$created_policy" = 1 ] && rm -f "$policy"
+    return 0
+}
+
+check_rust() {
+    if ! command -v cargo >/dev/null; then
+        [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null; then
+        echo "setup: cargo not found: pier needs Rust >= 1.95 (install it with rustup, then re-run)" >&2
+        exit 1
+    fi
+    local v
+    v=$(rustc --version | awk '{print $2}')
+    if ! printf '1.95.0\n%s\n' "$v" | sort -V -C; then
+        echo "setup: rustc $v is too old: pier needs Rust >= 1.95 (rustup update stable)" >&2
+        exit 1
+    fi
+}
+
+need_root
+install_packages
+check_rust
+if [ "${1:-}" = "--release" ]; then
+    cargo build --release --locked -p pier
+else
+    cargo build --locked --workspace --all-targets
+fi
