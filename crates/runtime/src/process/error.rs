@@ -138,6 +138,9 @@ pub enum ProcessError {
     /// `execve` failed.
     #[error("exec {path}: {}", errno_text(errno))]
     Exec { path: String, errno: io::Error },
+    /// A preserved or listen fd is not open (or its flags cannot be changed).
+    #[error("keep fd {fd} open across exec (--preserve-fds / LISTEN_FDS)")]
+    KeptFd { fd: i32, source: io::Error },
     /// `close_range(CLOSE_RANGE_CLOEXEC)` failed.
     #[error("mark fds from {first} close-on-exec")]
     CloseFds { first: u32, source: io::Error },
