@@ -58,13 +58,7 @@ fn child() {
         no_new_keyring: false,
     };
     let err = process::exec(&exec, &mut |_| Err("no listener expected".into()));
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    eprintln!("PIER-ERROR: {text}");
+    eprintln!("PIER-ERROR: {err}");
     std::process::exit(1);
 }
 
