@@ -49,10 +49,13 @@ fn child() {
     process::normalize_json(&mut raw);
     let spec: oci_spec::runtime::Process = serde_json::from_value(raw).unwrap();
     let personality = serde_json::from_value(case["personality"].clone()).ok();
+    let seccomp = (!case["seccomp"].is_null()).then(|| {
+        pier_seccomp::compile(&pier_seccomp::from_json(&case["seccomp"]).unwrap()).unwrap()
+    });
     let exec = Exec {
         process: &spec,
         personality: personality.as_ref(),
-        seccomp: None,
+        seccomp: seccomp.as_ref(),
         preserve_fds: case["preserve_fds"].as_u64().unwrap_or(0) as u32,
         listen_fds: case["listen_fds"].as_u64().unwrap_or(0) as u32,
         no_new_keyring: false,
@@ -369,5 +372,76 @@ fn console_socket_receives_the_pty_master() {
     assert!(
         r["CONSOLE"].contains(&format!("PTS={console}")),
         "/dev/console is the pty slave: {text}"
+    );
+}
+
+/// A profile allowing everything but the given syscalls, which fail with ENOSYS.
+fn deny_profile(names: &[&str]) -> Value {
+    json!({"defaultAction": "SCMP_ACT_ALLOW",
+           "syscalls": [{"names": names, "action": "SCMP_ACT_ERRNO", "errnoRet": libc::ENOSYS}]})
+}
+
+#[test]
+fn seccomp_without_nnp_is_installed_before_privileges_are_dropped() {
+    if !have_root() {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("pier-test-")
+        .tempdir()
+        .unwrap();
+    let target = dir.path().join("sub");
+    let script = format!(
+        r#"echo "MKDIR=$(mkdir {} 2>&1)"; echo "Seccomp=$(grep '^Seccomp:' /proc/$$/status | cut -f2)"
+echo "NoNewPrivs=$(grep '^NoNewPrivs:' /proc/$$/status | cut -f2)"; echo END=1"#,
+        target.display()
+    );
+    let out = run_child(json!({
+        "seccomp": deny_profile(&["mkdir", "mkdirat"]),
+        "process": {"args": busybox_script(&script), "env": ["PATH=/bin"], "cwd": "/",
+                    "user": {"uid": 1000, "gid": 1000}, "capabilities": {}, "noNewPrivileges": false}
+    }));
+    let r = report(&out);
+    assert_eq!(r["Seccomp"], "2", "{out:?}");
+    assert_eq!(r["NoNewPrivs"], "0");
+    assert!(r["MKDIR"].contains("Function not implemented"), "{r:?}");
+    assert!(!target.exists());
+}
+
+#[test]
+fn seccomp_with_nnp_is_installed_last() {
+    if !have_root() {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("pier-test-")
+        .tempdir()
+        .unwrap();
+    let target = dir.path().join("sub");
+    let script = format!(
+        r#"echo "Seccomp=$(grep '^Seccomp:' /proc/$$/status | cut -f2)"; echo "MKDIR=$(mkdir {} 2>&1)"; echo END=1"#,
+        target.display()
+    );
+    let denied = [
+        "capset",
+        "setresuid",
+        "setresgid",
+        "setgroups",
+        "chdir",
+        "prctl",
+        "mkdir",
+        "mkdirat",
+    ];
+    let out = run_child(json!({
+        "seccomp": deny_profile(&denied),
+        "process": {"args": busybox_script(&script), "env": ["PATH=/bin"], "cwd": "/tmp",
+                    "user": {"uid": 1000, "gid": 1000}, "noNewPrivileges": true,
+                    "capabilities": {"bounding": ["CAP_KILL"], "permitted": ["CAP_KILL"]}}
+    }));
+    let r = report(&out);
+    assert_eq!(r["Seccomp"], "2", "{out:?}");
+    assert!(
+        r["MKDIR"].contains("Function not implemented"),
+        "the filter is active: {r:?}"
     );
 }
