@@ -87,7 +87,9 @@ fn console_in_private_mount_ns(socket: &str) {
     )
     .unwrap();
     let fd = process::console::connect(std::path::Path::new(socket)).unwrap();
-    process::console::setup_in_container(fd).unwrap();
+    let size: oci_spec::runtime::Box =
+        serde_json::from_value(json!({"height": 33, "width": 111})).unwrap();
+    process::console::setup_in_container_sized(fd, Some(&size)).unwrap();
 }
 
 fn spawn_child(case: &Value) -> std::process::Child {
@@ -337,7 +339,7 @@ fn console_socket_receives_the_pty_master() {
         .unwrap();
     let path = dir.path().join("console.sock");
     let listener = UnixListener::bind(&path).unwrap();
-    let script = "echo TTY=$(tty); echo CONSOLE=$(stat -c %t:%T /dev/console) PTS=$(stat -c %t:%T $(tty)); echo END=1";
+    let script = "echo TTY=$(tty); echo CONSOLE=$(stat -c %t:%T /dev/console) PTS=$(stat -c %t:%T $(tty)); echo SIZE=$(stty size); echo END=1";
     let mut child = spawn_child(&json!({
         "console": path.to_str().unwrap(),
         "process": {"args": busybox_script(script), "env": ["PATH=/bin"], "cwd": "/", "user": {"uid": 0, "gid": 0}}
@@ -368,6 +370,7 @@ fn console_socket_receives_the_pty_master() {
     assert!(out.status.success(), "{out:?} {text}");
     let r: HashMap<_, _> = text.lines().filter_map(|l| l.split_once('=')).collect();
     assert!(r["TTY"].trim().starts_with("/dev/pts/"), "{text}");
+    assert_eq!(r["SIZE"].trim(), "33 111");
     let console = r["CONSOLE"].split_whitespace().next().unwrap();
     assert!(
         r["CONSOLE"].contains(&format!("PTS={console}")),

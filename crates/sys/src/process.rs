@@ -1,5 +1,5 @@
 //! Per-process attributes nix does not wrap: session keyring, I/O priority, `sched_setattr`,
-//! personality, close-on-exec of an fd range, the controlling terminal, `pidfd_open` and the
+//! personality, close-on-exec of an fd range, the controlling terminal and its size, `pidfd_open` and the
 //! receiving side of fd passing (SCM_RIGHTS).
 //!
 //! Theory of operation: each function is one syscall on the calling process, with its arguments
@@ -127,6 +127,26 @@ pub fn set_controlling_terminal(fd: BorrowedFd<'_>) -> io::Result<()> {
     check(rc.into()).map(drop)
 }
 
+/// Sets the window size of the terminal `fd` (TIOCSWINSZ).
+pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one struct winsize, which lives on the stack for the whole call;
+    // fd is a valid open fd.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCSWINSZ,
+            &size as *const libc::winsize,
+        )
+    };
+    check(rc.into()).map(drop)
+}
+
 /// Opens a pidfd for `pid` (`pidfd_open(pid, 0)`); it polls readable when the process exits.
 pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: integer arguments only.
@@ -215,6 +235,17 @@ mod tests {
             clear_cloexec(-1).unwrap_err().raw_os_error(),
             Some(libc::EBADF)
         );
+    }
+
+    #[test]
+    fn window_size_is_accepted_by_a_pty_only() {
+        let master =
+            nix::pty::posix_openpt(nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_NOCTTY)
+                .unwrap();
+        set_window_size(master.as_fd(), 40, 132).unwrap();
+        let err =
+            set_window_size(std::fs::File::open("/dev/null").unwrap().as_fd(), 1, 1).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTTY));
     }
 
     #[test]
