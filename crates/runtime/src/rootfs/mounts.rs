@@ -5,7 +5,9 @@
 //!   fails here, before anything is created), `mount_setattr` of the per-mount options on the
 //!   detached clone and of the recursive ones (`rro`, ...) with `AT_RECURSIVE`, then the
 //!   destination is resolved (created as a file or directory like the source) and the clone is
-//!   attached with `move_mount`;
+//!   attached with `move_mount`. A detached clone is in no peer group, so a bind that asks for
+//!   `slave`/`shared` propagation (relative to its source) is made with `mount(MS_BIND)`
+//!   instead and gets its options right after;
 //! - any other type: `mount(2)` onto `/proc/self/fd/N` of the resolved destination with the
 //!   options as `MS_*` flags and data. Fallbacks as runc has them: sysfs and mqueue in a user
 //!   namespace the kernel will not mount them in become rbinds of the host's `/sys` and
@@ -76,6 +78,9 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
     let fstype = at.m.typ().as_deref().unwrap_or("none");
     if opts.bind || fstype == "bind" {
         let src = at.m.source().as_deref().unwrap_or(Path::new(""));
+        if opts.propagation.is_some_and(|p| p.kind == MsFlags::MS_SHARED || p.kind == MsFlags::MS_SLAVE) {
+            return bind_in_peer_group(ctx, at, src, &opts);
+        }
         let tree = clone_tree(at, src, opts.rbind, &opts)?;
         let dest = destination(ctx, at, || kind_of(&tree))?;
         return attach(ctx, at, &tree, &dest, &opts);
@@ -84,6 +89,33 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
         "cgroup" | "cgroup2" => cgroup::mount(ctx, at, fstype, &opts),
         _ => new_fs(ctx, at, fstype, &opts),
     }
+}
+
+/// A bind made with `mount(2)`, which (unlike a detached `open_tree` clone) joins the source's
+/// peer group, so that `slave`/`shared` relate the bind to its source as they do in runc.
+fn bind_in_peer_group(ctx: &Ctx, at: At, src: &Path, opts: &MountOptions) -> Result<(), RootfsError> {
+    let st = nix::sys::stat::stat(src).map_err(|e| match e {
+        Errno::ENOENT => at.err("source does not exist", e),
+        _ => at.err("inspecting the source", e),
+    })?;
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    let dest = destination(ctx, at, || if is_dir { Kind::Dir } else { Kind::File })?;
+    let mut flags = MsFlags::MS_BIND;
+    if opts.rbind {
+        flags |= MsFlags::MS_REC;
+    }
+    let target = ProcFd::new(dest.as_fd());
+    mount(Some(src), target.as_cstr(), None::<&str>, flags, None::<&str>)
+        .map_err(|e| at.err("bind-mounting", e))?;
+    let top = paths::open_in_root(ctx.root.as_fd(), at.m.destination())
+        .map_err(|e| at.err("opening the new mount", e))?;
+    if !opts.attrs.is_empty() {
+        let attr = MountAttr { attr_set: opts.attrs.set, attr_clr: opts.attrs.clr, ..Default::default() };
+        sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
+            .map_err(|e| at.err("setting the mount options", e))?;
+    }
+    set_recursive_attrs(at, top.as_fd(), opts)?;
+    propagate(ctx, at, top.as_fd(), opts.propagation)
 }
 
 /// Opens the destination in the root, creating it as `kind()` if it is missing.

@@ -110,6 +110,21 @@ mod tests {
     }
 
     #[test]
+    fn a_symlink_dangling_inside_the_root_is_an_error_not_an_escape() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&root_dir).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root_dir.join("abs")).unwrap();
+        let root = nix::fcntl::open(&root_dir, OFlag::O_PATH, Mode::empty()).unwrap();
+
+        let err = ensure(root.as_fd(), Path::new("/abs/a"), Kind::Dir).unwrap_err();
+        assert_eq!(err, Errno::ENOENT);
+        assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "escaped the root");
+    }
+
+    #[test]
     fn proc_fd_path() {
         let f = std::fs::File::open("/").unwrap();
         let p = ProcFd::new(f.as_fd());
