@@ -25,7 +25,10 @@ fn have_root() -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "privileged test needs root under CI");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "privileged test needs root under CI"
+    );
     eprintln!("skipping: needs root (mount namespaces, mknod, pivot_root)");
     false
 }
@@ -37,7 +40,10 @@ fn child_dir() -> Option<PathBuf> {
 
 /// The temp dir with a busybox rootfs at `rootfs/` and host-side sources beside it.
 fn prepare() -> tempfile::TempDir {
-    let tmp = tempfile::Builder::new().prefix("pier-test-rootfs-").tempdir().expect("tempdir");
+    let tmp = tempfile::Builder::new()
+        .prefix("pier-test-rootfs-")
+        .tempdir()
+        .expect("tempdir");
     let root = tmp.path().join("rootfs");
     for d in ["bin", "proc", "sys", "dev", "etc", "tmp", "secret-dir"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
@@ -70,7 +76,11 @@ fn run_child(test: &str, dir: &Path, unshare: &[&str]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "child failed ({}):\n{text}", out.status);
+    assert!(
+        out.status.success(),
+        "child failed ({}):\n{text}",
+        out.status
+    );
     assert!(text.contains("1 passed"), "child ran no test:\n{text}");
 }
 
@@ -85,16 +95,43 @@ fn mount(dest: &str, typ: &str, source: &str, options: &[&str]) -> Value {
 fn default_mounts() -> Vec<Value> {
     vec![
         mount("/proc", "proc", "proc", &[]),
-        mount("/dev", "tmpfs", "tmpfs", &["nosuid", "strictatime", "mode=755", "size=65536k"]),
+        mount(
+            "/dev",
+            "tmpfs",
+            "tmpfs",
+            &["nosuid", "strictatime", "mode=755", "size=65536k"],
+        ),
         mount(
             "/dev/pts",
             "devpts",
             "devpts",
-            &["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
         ),
-        mount("/dev/shm", "tmpfs", "shm", &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]),
-        mount("/dev/mqueue", "mqueue", "mqueue", &["nosuid", "noexec", "nodev"]),
-        mount("/sys", "sysfs", "sysfs", &["nosuid", "noexec", "nodev", "ro"]),
+        mount(
+            "/dev/shm",
+            "tmpfs",
+            "shm",
+            &["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        ),
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        ),
+        mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", "ro"],
+        ),
     ]
 }
 
@@ -168,7 +205,10 @@ fn run_setup_with(
         Ok(())
     };
     rootfs::setup(spec, &rootfs, opts, &mut hook)?;
-    assert!(hook_saw_devices, "before_pivot ran before the devices or after the pivot");
+    assert!(
+        hook_saw_devices,
+        "before_pivot ran before the devices or after the pivot"
+    );
     assert_eq!(std::env::current_dir().unwrap(), Path::new("/"));
     Ok(())
 }
@@ -192,11 +232,36 @@ fn full_spec_as_real_root() {
     .expect("submount of the bind source");
     let mut ms = default_mounts();
     ms.extend([
-        mount("/sys/fs/cgroup", "cgroup", "cgroup", &["nosuid", "noexec", "nodev", "relatime", "ro"]),
-        mount("/data", "bind", dir.join("host-data").to_str().unwrap(), &["rbind", "rro", "nosuid"]),
-        mount("/etc/pier/file", "bind", dir.join("host-file").to_str().unwrap(), &["bind", "ro"]),
-        mount("/data2", "none", dir.join("host-data2").to_str().unwrap(), &["bind", "nodev", "noexec"]),
-        mount("/scratch", "tmpfs", "tmpfs", &["mode=1777", "size=1m", "noatime"]),
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", "ro"],
+        ),
+        mount(
+            "/data",
+            "bind",
+            dir.join("host-data").to_str().unwrap(),
+            &["rbind", "rro", "nosuid"],
+        ),
+        mount(
+            "/etc/pier/file",
+            "bind",
+            dir.join("host-file").to_str().unwrap(),
+            &["bind", "ro"],
+        ),
+        mount(
+            "/data2",
+            "none",
+            dir.join("host-data2").to_str().unwrap(),
+            &["bind", "nodev", "noexec"],
+        ),
+        mount(
+            "/scratch",
+            "tmpfs",
+            "tmpfs",
+            &["mode=1777", "size=1m", "noatime"],
+        ),
     ]);
     let s = spec(json!({
         "ociVersion": "1.0.2",
@@ -219,24 +284,41 @@ fn full_spec_as_real_root() {
     let ms = mounts();
 
     // The old root is gone: no host path is visible.
-    assert!(ms.iter().all(|m| !m.point.contains("pier-test-rootfs")), "old root still attached");
+    assert!(
+        ms.iter().all(|m| !m.point.contains("pier-test-rootfs")),
+        "old root still attached"
+    );
     assert!(Path::new("/bin/busybox").exists());
     // Root read-only; the spec's mounts keep their own options.
     assert!(has_opt(&at(&ms, "/"), "ro"));
     assert_erofs("/pier-test-new-file");
     let scratch = at(&ms, "/scratch");
-    assert!(has_opt(&scratch, "rw") && has_opt(&scratch, "noatime"), "{}", scratch.options);
+    assert!(
+        has_opt(&scratch, "rw") && has_opt(&scratch, "noatime"),
+        "{}",
+        scratch.options
+    );
     let mode = std::fs::metadata("/scratch").unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o1777);
     std::fs::write("/scratch/x", "x").expect("tmpfs is writable");
     // Binds: rro reaches the submount, nosuid only where asked.
     let data = at(&ms, "/data");
-    assert!(has_opt(&data, "ro") && has_opt(&data, "nosuid"), "{}", data.options);
-    assert!(has_opt(&at(&ms, "/data/sub"), "ro"), "rro did not reach the submount");
+    assert!(
+        has_opt(&data, "ro") && has_opt(&data, "nosuid"),
+        "{}",
+        data.options
+    );
+    assert!(
+        has_opt(&at(&ms, "/data/sub"), "ro"),
+        "rro did not reach the submount"
+    );
     assert_erofs("/data/sub/x");
     let file = at(&ms, "/etc/pier/file");
     assert!(has_opt(&file, "ro"));
-    assert_eq!(std::fs::read_to_string("/etc/pier/file").unwrap(), "from the host\n");
+    assert_eq!(
+        std::fs::read_to_string("/etc/pier/file").unwrap(),
+        "from the host\n"
+    );
     let data2 = at(&ms, "/data2");
     assert!(has_opt(&data2, "nodev") && has_opt(&data2, "noexec") && has_opt(&data2, "rw"));
     // Special filesystems.
@@ -245,7 +327,11 @@ fn full_spec_as_real_root() {
     assert_eq!(at(&ms, "/dev/pts").fstype, "devpts");
     assert_eq!(at(&ms, "/dev/mqueue").fstype, "mqueue");
     let cg = at(&ms, "/sys/fs/cgroup");
-    assert!(cg.fstype == "tmpfs" || cg.fstype == "cgroup2", "{}", cg.fstype);
+    assert!(
+        cg.fstype == "tmpfs" || cg.fstype == "cgroup2",
+        "{}",
+        cg.fstype
+    );
     if cg.fstype == "tmpfs" {
         assert!(has_opt(&cg, "ro"));
         let memory = at(&ms, "/sys/fs/cgroup/memory");
@@ -255,25 +341,59 @@ fn full_spec_as_real_root() {
     // Devices and links.
     let null = std::fs::metadata("/dev/null").unwrap();
     assert!(null.file_type().is_char_device());
-    assert_eq!((null.rdev(), null.mode() & 0o777), (libc::makedev(1, 3), 0o666));
+    assert_eq!(
+        (null.rdev(), null.mode() & 0o777),
+        (libc::makedev(1, 3), 0o666)
+    );
     let fuse = std::fs::metadata("/dev/pier-test-fuse").unwrap();
     assert_eq!(fuse.rdev(), libc::makedev(10, 229));
-    assert_eq!((fuse.mode() & 0o777, fuse.uid(), fuse.gid()), (0o640, 1000, 1001));
-    assert!(std::fs::metadata("/dev/sub/pier-test-fifo").unwrap().file_type().is_fifo());
-    assert_eq!(std::fs::read_link("/dev/ptmx").unwrap(), Path::new("pts/ptmx"));
-    assert_eq!(std::fs::read_link("/dev/fd").unwrap(), Path::new("/proc/self/fd"));
+    assert_eq!(
+        (fuse.mode() & 0o777, fuse.uid(), fuse.gid()),
+        (0o640, 1000, 1001)
+    );
+    assert!(std::fs::metadata("/dev/sub/pier-test-fifo")
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(
+        std::fs::read_link("/dev/ptmx").unwrap(),
+        Path::new("pts/ptmx")
+    );
+    assert_eq!(
+        std::fs::read_link("/dev/fd").unwrap(),
+        Path::new("/proc/self/fd")
+    );
     assert!(Path::new("/dev/pts/ptmx").exists() && Path::new("/dev/shm").is_dir());
     // sysctl, readonly and masked paths.
-    assert_eq!(std::fs::read_to_string("/proc/sys/kernel/shmmni").unwrap().trim(), "1234");
-    assert_eq!(std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward").unwrap().trim(), "1");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/shmmni")
+            .unwrap()
+            .trim(),
+        "1234"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward")
+            .unwrap()
+            .trim(),
+        "1"
+    );
     assert!(has_opt(&at(&ms, "/proc/sys"), "ro"));
     assert_erofs("/proc/sys/kernel/shmmni");
-    assert!(std::fs::metadata("/proc/timer_list").unwrap().file_type().is_char_device());
+    assert!(std::fs::metadata("/proc/timer_list")
+        .unwrap()
+        .file_type()
+        .is_char_device());
     assert!(has_opt(&at(&ms, "/proc/acpi"), "ro"));
-    assert!(std::fs::read_dir("/secret-dir").unwrap().next().is_none(), "directory not masked");
+    assert!(
+        std::fs::read_dir("/secret-dir").unwrap().next().is_none(),
+        "directory not masked"
+    );
     assert!(has_opt(&at(&ms, "/secret-dir"), "ro"));
     // The root is usable by a program.
-    let out = Command::new("/bin/sh").args(["-c", "echo ok"]).output().expect("busybox sh");
+    let out = Command::new("/bin/sh")
+        .args(["-c", "echo ok"])
+        .output()
+        .expect("busybox sh");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
 }
 
@@ -282,7 +402,11 @@ fn user_namespace_binds_what_it_cannot_create() {
     let Some(dir) = child_dir() else {
         if have_root() {
             let tmp = prepare();
-            run_child("user_namespace_binds_what_it_cannot_create", tmp.path(), &["-U", "-r", "-i"]);
+            run_child(
+                "user_namespace_binds_what_it_cannot_create",
+                tmp.path(),
+                &["-U", "-r", "-i"],
+            );
         }
         return;
     };
@@ -305,10 +429,24 @@ fn user_namespace_binds_what_it_cannot_create() {
     let null = std::fs::metadata("/dev/null").unwrap();
     assert!(null.file_type().is_char_device());
     assert_eq!(null.rdev(), libc::makedev(1, 3));
-    assert!(ms.iter().any(|m| m.point == "/dev/null"), "/dev/null is not a bind");
+    assert!(
+        ms.iter().any(|m| m.point == "/dev/null"),
+        "/dev/null is not a bind"
+    );
     // sysfs cannot be mounted without a network namespace of our own: rbind of /sys.
     let sys = at(&ms, "/sys");
-    assert!(sys.fstype == "sysfs" && has_opt(&sys, "ro"), "{} {}", sys.fstype, sys.options);
+    assert!(
+        sys.fstype == "sysfs" && has_opt(&sys, "ro"),
+        "{} {}",
+        sys.fstype,
+        sys.options
+    );
+    let cgroup = at(&ms, "/sys/fs/cgroup");
+    assert!(
+        has_opt(&cgroup, "ro"),
+        "the rbind of /sys is writable below: {}",
+        cgroup.options
+    );
     // devpts with an unmapped gid=5 was retried without it.
     assert_eq!(at(&ms, "/dev/pts").fstype, "devpts");
     assert!(has_opt(&at(&ms, "/"), "ro"));
@@ -322,7 +460,10 @@ fn missing_bind_source_names_the_mount() {
         if have_root() {
             let tmp = prepare();
             run_child("missing_bind_source_names_the_mount", tmp.path(), &[]);
-            assert!(!tmp.path().join("rootfs/data").exists(), "destination created anyway");
+            assert!(
+                !tmp.path().join("rootfs/data").exists(),
+                "destination created anyway"
+            );
         }
         return;
     };
@@ -339,7 +480,10 @@ fn missing_bind_source_names_the_mount() {
     let msg = err.to_string();
     println!("{msg}");
     assert!(msg.contains("mount 1"), "{msg}");
-    assert!(msg.contains("/pier-test-no-such-source") && msg.contains("/data"), "{msg}");
+    assert!(
+        msg.contains("/pier-test-no-such-source") && msg.contains("/data"),
+        "{msg}"
+    );
     assert!(msg.contains("source does not exist"), "{msg}");
 }
 
@@ -357,9 +501,19 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
             std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
             // The symlinks resolve inside the root to directories that exist there too.
             std::fs::create_dir_all(root.join(target.strip_prefix("/").unwrap())).unwrap();
-            run_child("symlinks_in_the_image_cannot_lead_mounts_out", tmp.path(), &[]);
-            assert!(std::fs::read_dir(&target).unwrap().next().is_none(), "a mount escaped");
-            assert!(!Path::new("/etc/pier-test-escape").exists(), "a mount escaped to /etc");
+            run_child(
+                "symlinks_in_the_image_cannot_lead_mounts_out",
+                tmp.path(),
+                &[],
+            );
+            assert!(
+                std::fs::read_dir(&target).unwrap().next().is_none(),
+                "a mount escaped"
+            );
+            assert!(
+                !Path::new("/etc/pier-test-escape").exists(),
+                "a mount escaped to /etc"
+            );
             let inside = root.join(target.strip_prefix("/").unwrap());
             assert!(inside.join("x").is_dir() && inside.join("y").is_dir());
             assert!(root.join("etc/pier-test-escape").is_file());
@@ -384,7 +538,10 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
     let t = target.to_str().unwrap();
     assert_eq!(at(&ms, &format!("{t}/x")).fstype, "tmpfs");
     assert_eq!(at(&ms, &format!("{t}/y")).fstype, "tmpfs");
-    assert_eq!(std::fs::read_to_string("/etc/pier-test-escape").unwrap(), "from the host\n");
+    assert_eq!(
+        std::fs::read_to_string("/etc/pier-test-escape").unwrap(),
+        "from the host\n"
+    );
 }
 
 #[test]
@@ -432,12 +589,20 @@ fn shared_root_propagation() {
     let check = || {
         // Before the pivot, the source still exists: /data is its slave.
         let data = at(&mounts(), data_point.to_str().unwrap());
-        assert!(data.optional.contains("master:"), "/data: {}", data.optional);
+        assert!(
+            data.optional.contains("master:"),
+            "/data: {}",
+            data.optional
+        );
     };
     run_setup_with(&s, &dir, &Options::default(), check).expect("setup");
     rootfs::finalize(&s).expect("finalize");
     let root = at(&mounts(), "/");
-    assert!(root.optional.contains("shared:"), "/ is not shared: {}", root.optional);
+    assert!(
+        root.optional.contains("shared:"),
+        "/ is not shared: {}",
+        root.optional
+    );
 }
 
 #[test]
@@ -445,7 +610,11 @@ fn sysctl_outside_the_containers_namespaces_is_refused() {
     let Some(dir) = child_dir() else {
         if have_root() {
             let tmp = prepare();
-            run_child("sysctl_outside_the_containers_namespaces_is_refused", tmp.path(), &[]);
+            run_child(
+                "sysctl_outside_the_containers_namespaces_is_refused",
+                tmp.path(),
+                &[],
+            );
         }
         return;
     };
@@ -457,7 +626,10 @@ fn sysctl_outside_the_containers_namespaces_is_refused() {
     });
     let s = spec(base.clone());
     run_setup(&s, &dir, &Options::default()).expect("setup");
-    for (key, why) in [("net.ipv4.ip_forward", "no network namespace"), ("kernel.panic", "not namespaced")] {
+    for (key, why) in [
+        ("net.ipv4.ip_forward", "no network namespace"),
+        ("kernel.panic", "not namespaced"),
+    ] {
         let mut v = base.clone();
         v["linux"]["sysctl"] = json!({ key: "1" });
         let msg = rootfs::finalize(&spec(v)).expect_err(key).to_string();
@@ -465,6 +637,8 @@ fn sysctl_outside_the_containers_namespaces_is_refused() {
     }
     let mut v = base.clone();
     v["linux"]["rootfsPropagation"] = json!("sideways");
-    let msg = rootfs::finalize(&spec(v)).expect_err("bad propagation").to_string();
+    let msg = rootfs::finalize(&spec(v))
+        .expect_err("bad propagation")
+        .to_string();
     assert!(msg.contains("sideways"), "{msg}");
 }

@@ -25,7 +25,8 @@ use nix::errno::Errno;
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::{Mount, Spec};
 use pier_sys::mount::{
-    self as sysmount, MountAttr, AT_EMPTY_PATH, AT_RECURSIVE, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE,
+    self as sysmount, MountAttr, AT_EMPTY_PATH, AT_RECURSIVE, MOUNT_ATTR_RDONLY, OPEN_TREE_CLOEXEC,
+    OPEN_TREE_CLONE,
 };
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -78,7 +79,10 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
     let fstype = at.m.typ().as_deref().unwrap_or("none");
     if opts.bind || fstype == "bind" {
         let src = at.m.source().as_deref().unwrap_or(Path::new(""));
-        if opts.propagation.is_some_and(|p| p.kind == MsFlags::MS_SHARED || p.kind == MsFlags::MS_SLAVE) {
+        if opts
+            .propagation
+            .is_some_and(|p| p.kind == MsFlags::MS_SHARED || p.kind == MsFlags::MS_SLAVE)
+        {
             return bind_in_peer_group(ctx, at, src, &opts);
         }
         let tree = clone_tree(at, src, opts.rbind, &opts)?;
@@ -93,7 +97,12 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
 
 /// A bind made with `mount(2)`, which (unlike a detached `open_tree` clone) joins the source's
 /// peer group, so that `slave`/`shared` relate the bind to its source as they do in runc.
-fn bind_in_peer_group(ctx: &Ctx, at: At, src: &Path, opts: &MountOptions) -> Result<(), RootfsError> {
+fn bind_in_peer_group(
+    ctx: &Ctx,
+    at: At,
+    src: &Path,
+    opts: &MountOptions,
+) -> Result<(), RootfsError> {
     let st = nix::sys::stat::stat(src).map_err(|e| match e {
         Errno::ENOENT => at.err("source does not exist", e),
         _ => at.err("inspecting the source", e),
@@ -105,12 +114,22 @@ fn bind_in_peer_group(ctx: &Ctx, at: At, src: &Path, opts: &MountOptions) -> Res
         flags |= MsFlags::MS_REC;
     }
     let target = ProcFd::new(dest.as_fd());
-    mount(Some(src), target.as_cstr(), None::<&str>, flags, None::<&str>)
-        .map_err(|e| at.err("bind-mounting", e))?;
+    mount(
+        Some(src),
+        target.as_cstr(),
+        None::<&str>,
+        flags,
+        None::<&str>,
+    )
+    .map_err(|e| at.err("bind-mounting", e))?;
     let top = paths::open_in_root(ctx.root.as_fd(), at.m.destination())
         .map_err(|e| at.err("opening the new mount", e))?;
     if !opts.attrs.is_empty() {
-        let attr = MountAttr { attr_set: opts.attrs.set, attr_clr: opts.attrs.clr, ..Default::default() };
+        let attr = MountAttr {
+            attr_set: opts.attrs.set,
+            attr_clr: opts.attrs.clr,
+            ..Default::default()
+        };
         sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
             .map_err(|e| at.err("setting the mount options", e))?;
     }
@@ -214,7 +233,7 @@ pub(crate) fn propagate(
         AT_EMPTY_PATH
     };
     let attr = MountAttr {
-        propagation: p.kind.bits() as u64,
+        propagation: p.kind.bits(),
         ..Default::default()
     };
     sysmount::mount_setattr(Some(fd), "", flags, &attr)
@@ -234,19 +253,33 @@ pub(crate) fn mount_on(
     mount(Some(source), target.as_cstr(), Some(fstype), flags, data)
 }
 
+/// A user namespace without its own network (ipc) namespace may not mount sysfs (mqueue): bind
+/// the host's, with its submounts; a read-only request covers those too.
+fn bind_hosts(
+    ctx: &Ctx,
+    at: At,
+    fstype: &str,
+    opts: &MountOptions,
+    dest: &OwnedFd,
+) -> Result<(), RootfsError> {
+    let host = if fstype == "sysfs" {
+        "/sys"
+    } else {
+        "/dev/mqueue"
+    };
+    let mut opts = opts.clone();
+    opts.rec_attrs.set |= opts.attrs.set & MOUNT_ATTR_RDONLY;
+    let tree = clone_tree(at, Path::new(host), true, &opts)?;
+    attach(ctx, at, &tree, dest, &opts)
+}
+
 fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), RootfsError> {
     let dest = destination(ctx, at, || Kind::Dir)?;
     let src = at.m.source().as_deref().unwrap_or(Path::new(fstype));
     match mount_on(dest.as_fd(), src, fstype, opts.fs_flags(), &opts.data) {
         Ok(()) => {}
         Err(Errno::EPERM) if ctx.ns.user && matches!(fstype, "sysfs" | "mqueue") => {
-            let host = if fstype == "sysfs" {
-                "/sys"
-            } else {
-                "/dev/mqueue"
-            };
-            let tree = clone_tree(at, Path::new(host), true, opts)?;
-            return attach(ctx, at, &tree, &dest, opts);
+            return bind_hosts(ctx, at, fstype, opts, &dest);
         }
         Err(Errno::EINVAL) if fstype == "devpts" && opts.data.contains("gid=") => {
             let data: Vec<&str> = opts

@@ -121,7 +121,10 @@ mod tests {
 
         let err = ensure(root.as_fd(), Path::new("/abs/a"), Kind::Dir).unwrap_err();
         assert_eq!(err, Errno::ENOENT);
-        assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "escaped the root");
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "escaped the root"
+        );
     }
 
     #[test]
