@@ -159,7 +159,8 @@ pub fn unified(dir: &Path, map: &HashMap<String, String>) -> Result<(), Error> {
 pub fn check_devices(rules: &[LinuxDeviceCgroup]) -> Result<(), Error> {
     for (i, rule) in rules.iter().enumerate() {
         let deny_all = device_rule(rule) == "a *:* rwm";
-        if !rule.allow() && !(i == 0 && deny_all) {
+        let tolerated = rule.allow() || (i == 0 && deny_all);
+        if !tolerated {
             return Err(Error::DeviceRuleUnenforceable {
                 rule: format!("deny {}", device_rule(rule)),
             });
