@@ -34,8 +34,9 @@
 //! - Freezer: v1 freezer.state when the container has a v1 freezer directory, else cgroup2's
 //!   cgroup.freeze (freezer.rs). Teardown removes every directory, retrying on EBUSY while
 //!   exiting tasks drain, continuing past failures and reporting all of them.
-//! - Device rules: v1 devices.allow/deny. cgroup2 needs a BPF device program, not implemented:
-//!   the default rule set passes with a warning, any other deny rule is refused (v2.rs).
+//! - Device rules: v1 devices.allow/deny where the devices hierarchy exists, else a
+//!   BPF_CGROUP_DEVICE program compiled from the rules and attached to the cgroup2 directory
+//!   (devices.rs; pure v2 hosts).
 //! - systemd: the scope path is computed like systemd would; without a running systemd
 //!   `create` fails with a hint to use cgroupfs; with one, the directories are made through
 //!   cgroupfs at that path (no transient unit is registered over D-Bus).
@@ -43,6 +44,7 @@
 //! Privileges: root (or a delegated tree) for everything but path and mountinfo parsing.
 //! Tests: unit tests beside each module; crates/cgroups/tests/priv_cgroups.rs (root).
 mod convert;
+pub mod devices;
 mod error;
 mod freezer;
 mod fsio;

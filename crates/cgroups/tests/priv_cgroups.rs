@@ -294,3 +294,72 @@ fn disabled_and_systemd_managers() {
         );
     }
 }
+
+/// Runs `sh` in the cgroup and reports which of /dev/null and /dev/zero it could read.
+fn probe_devices(cg: &Cgroup) -> String {
+    use std::io::{Read, Write};
+    let script =
+        "read go; cat /dev/null && echo null-ok; head -c1 /dev/zero >/dev/null && echo zero-ok";
+    let mut child = Command::new("sh")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn sh");
+    let moved = cg.add_process(child.id() as i32, false);
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"go\n");
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child.wait().unwrap();
+    moved.expect("add_process");
+    out
+}
+
+#[test]
+fn cgroup2_device_program_enforces_and_replaces() {
+    if !have_root("cgroup2_device_program_enforces_and_replaces") {
+        return;
+    }
+    let name = unique("dev");
+    let path = PathBuf::from(format!("/{name}"));
+    let cgroup = Cgroup::create(&name, Some(&path), ManagerKind::Cgroupfs, None).expect("create");
+    let guard = Guard {
+        cgroup,
+        children: Vec::new(),
+    };
+    let Some(v2) = guard.cgroup.v2_dir() else {
+        eprintln!("no cgroup2 mount: nothing to test");
+        return;
+    };
+    let rule = |allow: bool, minor: Option<i64>| {
+        let b = LinuxDeviceCgroupBuilder::default()
+            .allow(allow)
+            .access("rwm");
+        match minor {
+            Some(m) => b.typ(LinuxDeviceType::C).major(1).minor(m),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    };
+    let null_only = [rule(false, None), rule(true, Some(3))];
+    pier_cgroups::devices::apply(&v2.path, &null_only).expect("install device program");
+    let out = probe_devices(&guard.cgroup);
+    assert!(out.contains("null-ok") && !out.contains("zero-ok"), "{out}");
+
+    let null_and_zero = [rule(false, None), rule(true, Some(3)), rule(true, Some(5))];
+    pier_cgroups::devices::apply(&v2.path, &null_and_zero).expect("replace device program");
+    let out = probe_devices(&guard.cgroup);
+    assert!(out.contains("null-ok") && out.contains("zero-ok"), "{out}");
+    let dir = std::fs::File::open(&v2.path).unwrap();
+    let ids = pier_sys::cgroup::device_program_ids(std::os::fd::AsFd::as_fd(&dir)).unwrap();
+    assert_eq!(ids.len(), 1, "the old program is detached");
+}
