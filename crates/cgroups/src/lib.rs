@@ -31,6 +31,7 @@
 //!   and a later `update` of cpuset or blkio limits would need a freeze-and-move.
 //!   Not done: remounting with `favordynmods`, which would make every cgroup.procs write cheap
 //!   but is a host-global setting.
+//! - `stats` reads usage for `pier events` (stats.rs).
 //! - Freezer: v1 freezer.state when the container has a v1 freezer directory, else cgroup2's
 //!   cgroup.freeze (freezer.rs). Teardown removes every directory, retrying on EBUSY while
 //!   exiting tasks drain, continuing past failures and reporting all of them.
@@ -53,6 +54,7 @@ mod join;
 pub mod path;
 mod resources;
 mod setup;
+mod stats;
 mod v1;
 mod v2;
 
@@ -60,6 +62,7 @@ pub use convert::{blkio_to_io_weight, shares_to_weight};
 pub use error::Error;
 pub use hierarchy::{Hierarchies, Hierarchy};
 pub use join::SelfJoin;
+pub use stats::{CpuStats, CpuUsage, MemoryStats, MemoryUsage, PidsStats, Stats, Throttling};
 
 use freezer::Freezer;
 use hierarchy::memberships;
@@ -328,6 +331,16 @@ impl Cgroup {
                 op: "list the container's processes",
             })?;
         fsio::read_pids(&dir.path, "cgroup.procs")
+    }
+
+    /// Usage figures for `pier events --stats` (runc's stats shape, see stats.rs).
+    pub fn stats(&self) -> Result<Stats, Error> {
+        if self.dirs.is_empty() {
+            return Err(Error::Disabled {
+                op: "read statistics",
+            });
+        }
+        stats::read_all(self)
     }
 
     /// Removes the cgroup directories (after the processes are gone), and the empty parents

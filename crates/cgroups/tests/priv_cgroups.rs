@@ -172,6 +172,9 @@ fn lifecycle_limits_freeze_pids_destroy() {
         );
     }
     assert_eq!(cg.pids().expect("pids"), vec![pid as i32]);
+    let stats = cg.stats().expect("stats");
+    assert_eq!((stats.pids.current, stats.pids.limit), (1, 32));
+    assert_eq!(stats.memory.usage.limit, 64 * MIB as u64);
 
     cg.freeze().expect("freeze");
     assert!(cg.is_frozen().unwrap());
