@@ -4,8 +4,8 @@
 //! destroys the cgroup on drop, so the host is left as found even when an assertion fails.
 //! Without root the tests print why and pass, except under CI=true where they fail.
 use oci_spec::runtime::{
-    LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemoryBuilder,
-    LinuxPidsBuilder, LinuxResources, LinuxResourcesBuilder,
+    LinuxBlockIoBuilder, LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType,
+    LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources, LinuxResourcesBuilder,
 };
 use pier_cgroups::{shares_to_weight, Cgroup, Hierarchies, ManagerKind};
 use std::path::{Path, PathBuf};
@@ -97,6 +97,12 @@ fn resources(pids: i64) -> LinuxResources {
                 .unwrap(),
         )
         .devices(vec![deny_all, null])
+        .block_io(
+            LinuxBlockIoBuilder::default()
+                .weight(500u16)
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap()
 }
@@ -118,6 +124,13 @@ fn assert_limits(cg: &Cgroup, pids: i64) {
         assert_eq!(read(cpu, "cpu.cfs_period_us"), "100000");
         let devices = read(&cg.v1_dir("devices").unwrap().path, "devices.list");
         assert_eq!(devices, "c 1:3 rwm");
+        let blkio = &cg.v1_dir("blkio").unwrap().path;
+        let weight_file = if blkio.join("blkio.weight").exists() {
+            "blkio.weight"
+        } else {
+            "blkio.bfq.weight"
+        };
+        assert_eq!(read(blkio, weight_file), "500");
     } else {
         let dir = &cg.v2_dir().unwrap().path;
         assert_eq!(read(dir, "memory.max"), (64 * MIB).to_string());
@@ -365,4 +378,43 @@ fn cgroup2_device_program_enforces_and_replaces() {
     let dir = std::fs::File::open(&v2.path).unwrap();
     let ids = pier_sys::cgroup::device_program_ids(std::os::fd::AsFd::as_fd(&dir)).unwrap();
     assert_eq!(ids.len(), 1, "the old program is detached");
+}
+
+#[test]
+fn cgroup2_freezer() {
+    if !have_root("cgroup2_freezer") {
+        return;
+    }
+    let name = unique("frz2");
+    let path = PathBuf::from(format!("/{name}"));
+    let cgroup = Cgroup::create(&name, Some(&path), ManagerKind::Cgroupfs, None).expect("create");
+    let mut guard = Guard {
+        cgroup,
+        children: Vec::new(),
+    };
+    let Some(v2) = guard.cgroup.v2_dir().cloned() else {
+        eprintln!("no cgroup2 mount: nothing to test");
+        return;
+    };
+    let child = Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .expect("spawn sleep");
+    let pid = child.id();
+    guard.children.push(child);
+    guard
+        .cgroup
+        .add_process(pid as i32, false)
+        .expect("add_process");
+    // The same container seen through its cgroup2 directory only: the v2 freezer.
+    let only_v2 = Cgroup {
+        kind: ManagerKind::Cgroupfs,
+        dirs: vec![v2.clone()],
+    };
+    only_v2.freeze().expect("freeze");
+    assert!(only_v2.is_frozen().unwrap());
+    assert!(read(&v2.path, "cgroup.events").contains("frozen 1"));
+    only_v2.thaw().expect("thaw");
+    assert!(!only_v2.is_frozen().unwrap());
+    assert_eq!(only_v2.pids().unwrap(), vec![pid as i32]);
 }
