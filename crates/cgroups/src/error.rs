@@ -116,6 +116,14 @@ pub enum Error {
         error: io::Error,
     },
 
+    /// Signalling one of the container's processes failed.
+    #[error("send {signal} to pid {pid}: {error}")]
+    Signal {
+        signal: &'static str,
+        pid: i32,
+        error: io::Error,
+    },
+
     /// Removing a cgroup directory failed (after retries on EBUSY).
     #[error("remove cgroup directory {path}: {error}")]
     Rmdir { path: PathBuf, error: io::Error },

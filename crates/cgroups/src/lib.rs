@@ -31,7 +31,8 @@
 //!   and a later `update` of cpuset or blkio limits would need a freeze-and-move.
 //!   Not done: remounting with `favordynmods`, which would make every cgroup.procs write cheap
 //!   but is a host-global setting.
-//! - `stats` reads usage for `pier events` (stats.rs).
+//! - `stats` reads usage for `pier events` (stats.rs); `signal_all` signals every process
+//!   without racing forks (kill.rs: cgroup.kill, or freeze/signal/thaw).
 //! - Freezer: v1 freezer.state when the container has a v1 freezer directory, else cgroup2's
 //!   cgroup.freeze (freezer.rs). Teardown removes every directory, retrying on EBUSY while
 //!   exiting tasks drain, continuing past failures and reporting all of them.
@@ -51,6 +52,7 @@ mod freezer;
 mod fsio;
 pub mod hierarchy;
 mod join;
+mod kill;
 pub mod path;
 mod resources;
 mod setup;
@@ -331,6 +333,12 @@ impl Cgroup {
                 op: "list the container's processes",
             })?;
         fsio::read_pids(&dir.path, "cgroup.procs")
+    }
+
+    /// Sends `signal` to every process of the cgroup (`kill --all`, `delete --force`): SIGKILL
+    /// through cgroup.kill where there is one, else freeze, signal each pid, thaw (kill.rs).
+    pub fn signal_all(&self, signal: nix::sys::signal::Signal) -> Result<(), Error> {
+        kill::signal_all(self, signal)
     }
 
     /// Usage figures for `pier events --stats` (runc's stats shape, see stats.rs).

@@ -202,8 +202,13 @@ fn lifecycle_limits_freeze_pids_destroy() {
     assert_limits(&cg, 64);
 
     let mut child = guard.children.pop().unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    cg.signal_all(nix::sys::signal::Signal::SIGTERM)
+        .expect("signal_all");
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15)
+    );
     cg.destroy().expect("destroy");
     assert_all_gone(&dirs);
     cg.destroy().expect("destroy is idempotent");
@@ -417,4 +422,12 @@ fn cgroup2_freezer() {
     only_v2.thaw().expect("thaw");
     assert!(!only_v2.is_frozen().unwrap());
     assert_eq!(only_v2.pids().unwrap(), vec![pid as i32]);
+    only_v2
+        .signal_all(nix::sys::signal::Signal::SIGKILL)
+        .expect("cgroup.kill");
+    let status = guard.children[0].wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
 }
