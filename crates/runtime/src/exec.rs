@@ -67,6 +67,7 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
                 sync: child_sync,
                 console,
                 seccomp: seccomp.as_ref(),
+                personality: spec.linux().as_ref().and_then(|l| l.personality().as_ref()),
                 preserve_fds: opts.preserve_fds,
             })
         }

@@ -143,32 +143,20 @@ fn start(init: &Init, state_json: &[u8]) -> String {
     let Some(process) = init.spec.process().as_ref() else {
         return "config.json: process: missing".into();
     };
-    exec_process(
+    exec_process(&Exec {
         process,
-        init.seccomp,
-        init.preserve_fds,
-        init.listen_fds,
-        init.no_new_keyring,
-    )
+        personality: init.spec.linux().as_ref().and_then(|l| l.personality().as_ref()),
+        seccomp: init.seccomp,
+        preserve_fds: init.preserve_fds,
+        listen_fds: init.listen_fds,
+        no_new_keyring: init.no_new_keyring,
+    })
 }
 
-fn exec_process(
-    process: &Process,
-    seccomp: Option<&pier_seccomp::Program>,
-    preserve_fds: u32,
-    listen_fds: u32,
-    no_new_keyring: bool,
-) -> String {
-    let exec = Exec {
-        process,
-        seccomp,
-        preserve_fds,
-        listen_fds,
-        no_new_keyring,
-    };
+fn exec_process(exec: &Exec) -> String {
     let mut on_listener =
         |_fd: OwnedFd| Err("seccomp notify (SCMP_ACT_NOTIFY) is not supported yet".to_string());
-    process::exec(&exec, &mut on_listener).to_string()
+    process::exec(exec, &mut on_listener).to_string()
 }
 
 fn set_names(spec: &Spec, plan: &Plan) -> Result<(), String> {
@@ -201,6 +189,8 @@ pub struct ExecChild<'a> {
     pub console: Option<OwnedFd>,
     /// The container's seccomp filter.
     pub seccomp: Option<&'a pier_seccomp::Program>,
+    /// The container's `linux.personality`.
+    pub personality: Option<&'a oci_spec::runtime::LinuxPersonality>,
     /// `--preserve-fds`.
     pub preserve_fds: u32,
 }
@@ -227,5 +217,12 @@ fn enter_and_exec(child: &ExecChild) -> String {
             return e;
         }
     }
-    exec_process(child.process, child.seccomp, child.preserve_fds, 0, true)
+    exec_process(&Exec {
+        process: child.process,
+        personality: child.personality,
+        seccomp: child.seccomp,
+        preserve_fds: child.preserve_fds,
+        listen_fds: 0,
+        no_new_keyring: true,
+    })
 }

@@ -2,7 +2,7 @@
 //!
 //! Theory of operation: the file is read once and parsed to a `serde_json::Value`; values that
 //! oci-spec 0.10 would reject for the whole document (an unknown capability or namespace type)
-//! are dropped with a warning, `linux.seccomp` is validated by pier's own seccomp parser (which
+//! are dropped with a warning (capabilities by `process::normalize_json`), `linux.seccomp` is validated by pier's own seccomp parser (which
 //! names the rule and field at fault) and taken out, then the rest is handed to oci-spec and the
 //! profile put back. Any 1.x `ociVersion` is accepted. Errors name the file and the field.
 //!
@@ -53,7 +53,9 @@ pub fn parse(bytes: &[u8]) -> Result<Spec, String> {
     let mut value: Value =
         serde_json::from_slice(bytes).map_err(|e| format!("invalid JSON: {e}"))?;
     check_version(&value)?;
-    drop_unknown_capabilities(&mut value);
+    if let Some(process) = value.get_mut("process") {
+        crate::process::normalize_json(process);
+    }
     drop_unknown_namespaces(&mut value);
     let seccomp = match value.pointer_mut("/linux/seccomp").map(Value::take) {
         Some(Value::Null) | None => None,
@@ -79,23 +81,6 @@ fn check_version(value: &Value) -> Result<(), String> {
             "ociVersion: unsupported version {v:?} (pier supports 1.x)"
         )),
         None => Err("ociVersion: missing".into()),
-    }
-}
-
-fn drop_unknown_capabilities(value: &mut Value) {
-    let Some(Value::Object(sets)) = value.pointer_mut("/process/capabilities") else {
-        return;
-    };
-    for (set, caps) in sets.iter_mut() {
-        if let Value::Array(list) = caps {
-            list.retain(|cap| {
-                let known = serde_json::from_value::<Capability>(cap.clone()).is_ok();
-                if !known {
-                    log::warn!("process.capabilities.{set}: ignoring unknown capability {cap}");
-                }
-                known
-            });
-        }
     }
 }
 
