@@ -3,8 +3,8 @@
 //! Theory of operation: a pidfd of the container's init (checked against the recorded start time)
 //! is the handle on every namespace of the container. This process enters the container's pid
 //! namespace for its children only, forks with `clone3` directly into the container's cgroup2
-//! directory and returns to its own pid namespace; the child joins all other namespaces in one
-//! `setns(pidfd, flags)` (kernel 5.8+) and hands over to `process::exec`. The sync socket is
+//! directory and returns to its own pid namespace; the child moves itself into the v1
+//! hierarchies, joins all other namespaces in one `setns(pidfd, flags)` (kernel 5.8+) and hands over to `process::exec`. The sync socket is
 //! close-on-exec: end-of-file means the program was exec'd, a message is the failure.
 //!
 //! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
@@ -51,6 +51,13 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
         sync::pair().map_err(|e| Error::io("create sync socket", &dir, e))?;
     let flags = namespace_flags(&spec, record.state.pid);
     let cgroup_fd = record.cgroup.as_ref().and_then(|c| c.clone_into_fd());
+    let self_join = match &record.cgroup {
+        Some(cgroup) => Some(cgroup.self_join().map_err(|e| Error::Cgroup {
+            step: "open tasks files",
+            source: e,
+        })?),
+        None => None,
+    };
     let pid_ns = match flags.contains(CloneFlags::CLONE_NEWPID) {
         true => Some(PidForChildren::enter(&init, &dir)?),
         false => None,
@@ -63,6 +70,7 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
             init::exec_child(ExecChild {
                 init: &init,
                 ns_flags: flags - CloneFlags::CLONE_NEWPID,
+                cgroup: self_join.as_ref(),
                 process: &opts.process,
                 sync: child_sync,
                 console,
@@ -78,7 +86,9 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
         } => (pid, pidfd, in_cgroup),
     };
     drop((child_sync, console));
-    join_cgroup(&record, pid, in_cgroup, &pidfd)?;
+    if cgroup_fd.is_some() && !in_cgroup {
+        join_v2(&record, pid, &pidfd)?;
+    }
     match parent_sync.recv() {
         Ok(None) => {}
         Ok(Some(Msg::Failed(text))) => return Err(fail(&pidfd, Error::Init(text))),
@@ -100,11 +110,12 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
     wait::wait_forwarding(&pidfd)
 }
 
-fn join_cgroup(record: &Record, pid: i32, in_cgroup: bool, pidfd: &OwnedFd) -> Result<(), Error> {
+/// Fallback when clone3 could not place the process in the cgroup2 directory.
+fn join_v2(record: &Record, pid: i32, pidfd: &OwnedFd) -> Result<(), Error> {
     let Some(cgroup) = &record.cgroup else {
         return Ok(());
     };
-    cgroup.add_process(pid, in_cgroup).map_err(|e| {
+    cgroup.add_process(pid, false).map_err(|e| {
         fail(
             pidfd,
             Error::Cgroup {

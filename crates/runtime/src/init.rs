@@ -3,7 +3,7 @@
 //! Theory of operation: the child is a copy of the single-threaded runtime, so it uses the
 //! already parsed spec and compiled seccomp program without re-reading anything, and never
 //! returns: it ends in `execve` or `exit`. The init's path, kept short on purpose:
-//! [wait for Go if the parent has work first] → setns/unshare → hostname/domainname →
+//! join the v1 cgroups → [wait for Go if the parent has work first] → setns/unshare → hostname/domainname →
 //! `rootfs::setup` (createContainer hooks before the pivot) → console → `rootfs::finalize` →
 //! report `Created` → block reading the exec fifo until `start` writes it → startContainer hooks
 //! → `process::exec`. Any failure before `Created` goes back to the parent as text over the sync
@@ -30,6 +30,8 @@ pub struct Init<'a> {
     pub rootfs: &'a Path,
     /// Namespaces to join/unshare.
     pub plan: &'a Plan,
+    /// The container's v1 `tasks` files, joined first.
+    pub cgroup: &'a pier_cgroups::SelfJoin,
     /// Child end of the sync socket.
     pub sync: Sync,
     /// The exec fifo, opened read-write: the init blocks reading it.
@@ -65,19 +67,27 @@ pub fn run(init: Init) -> ! {
         Ok(text) => text,
         Err(_) => "container init panicked".into(),
     };
-    eprintln!("pier: container init: {text}");
+    report(&text);
     std::process::exit(127)
 }
 
 fn fail(sync: &Sync, text: String) -> ! {
     if sync.send(&Msg::Failed(text.clone())).is_err() {
-        eprintln!("pier: container init: {text}");
+        report(&text);
     }
     std::process::exit(1)
 }
 
+/// Writes a failure on stderr directly (not through `eprintln!`, which a test harness may
+/// capture in memory that this forked process never hands back).
+fn report(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("pier: container init: {text}\n").as_bytes());
+}
+
 /// Everything up to `Created`; returns the state JSON for the startContainer hooks.
 fn prepare(init: &Init) -> Result<Vec<u8>, String> {
+    init.cgroup.join().map_err(|e| e.to_string())?;
     let mut state_json = init.state_json.clone();
     if init.wait_go {
         match init
@@ -145,7 +155,11 @@ fn start(init: &Init, state_json: &[u8]) -> String {
     };
     exec_process(&Exec {
         process,
-        personality: init.spec.linux().as_ref().and_then(|l| l.personality().as_ref()),
+        personality: init
+            .spec
+            .linux()
+            .as_ref()
+            .and_then(|l| l.personality().as_ref()),
         seccomp: init.seccomp,
         preserve_fds: init.preserve_fds,
         listen_fds: init.listen_fds,
@@ -181,6 +195,8 @@ pub struct ExecChild<'a> {
     pub init: &'a OwnedFd,
     /// Namespaces to join through it (pid excluded: the parent joined it for its children).
     pub ns_flags: CloneFlags,
+    /// The container's v1 `tasks` files.
+    pub cgroup: Option<&'a pier_cgroups::SelfJoin>,
     /// The process to run.
     pub process: &'a Process,
     /// Child end of the sync socket (end-of-file tells the parent the exec happened).
@@ -203,6 +219,9 @@ pub fn exec_child(child: ExecChild) -> ! {
 }
 
 fn enter_and_exec(child: &ExecChild) -> String {
+    if let Some(Err(e)) = child.cgroup.map(|c| c.join()) {
+        return e.to_string();
+    }
     if !child.ns_flags.is_empty() {
         if let Err(e) = setns(child.init.as_fd(), child.ns_flags) {
             return format!("setns into the container ({:?}): {e}", child.ns_flags);

@@ -8,6 +8,7 @@
 //!   through `/proc/self/ns/time_for_children` (offsets are frozen once a process is inside);
 //! - all of them when the user namespace is joined by path (they must belong to it): unshared
 //!   after the join.
+//!
 //! Namespaces given by `path` are opened in the parent (so a bad path is reported before any
 //! process exists) and joined by the init with `setns`, the user namespace first. A pid namespace
 //! given by path can only be entered by children: the parent joins it (`pid_for_children`) around

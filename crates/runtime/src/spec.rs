@@ -156,7 +156,7 @@ fn default_mounts() -> Value {
 /// Every capability name oci-spec (and so pier) knows.
 fn known_capabilities() -> Vec<String> {
     let mut caps: Vec<String> = (0..64)
-        .filter_map(|n| cap_name(n))
+        .filter_map(cap_name)
         .filter(|name| serde_json::from_value::<Capability>(json!(name)).is_ok())
         .collect();
     caps.dedup();

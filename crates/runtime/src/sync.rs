@@ -7,6 +7,7 @@
 //!   payload is the OCI state JSON the container hooks get;
 //! - child → parent `Created`: the init is set up and waits on the exec fifo;
 //! - child → parent `Failed(text)`: the step that failed, reported by the parent.
+//!
 //! End-of-file after the child was told to exec means the exec succeeded.
 //!
 //! Privileges: none. Tests: unit tests below.
