@@ -14,6 +14,9 @@ Example:\n  pier create --bundle /containers/web --pid-file /run/web.pid web\n  
 pub struct Args {
     #[command(flatten)]
     pub bundle: BundleArgs,
+    /// Accepted for runc compatibility (go-runc may pass it) and ignored: create always returns
+    #[arg(short = 'd', long, hide = true)]
+    pub detach: bool,
     /// Container id (unique under --root; letters, digits, '_', '+', '-', '.')
     pub id: String,
 }

@@ -316,6 +316,9 @@ mod tests {
                 "c1",
             ],
             &["features"],
+            &["ps", "--format", "table", "c1", "-ef"],
+            &["ps", "c1", "--", "-o", "pid,comm"],
+            &["create", "--bundle", "/b", "--detach", "c1"],
             &["--debug", "run", "-d", "-b", "/b", "c1"],
             &[
                 "exec",

@@ -13,7 +13,7 @@ use std::process::Command;
     long_about = "List the processes of a container: --format json prints a JSON array of their \
 host pids and nothing else; the table form prints the lines of `ps -ef` (or of the ps options \
 given after --) that belong to the container.\n\n\
-Example:\n  pier ps web\n  pier ps --format json web\n  pier ps web -- -o pid,rss,comm"
+Example:\n  pier ps web\n  pier ps --format json web\n  pier ps web -o pid,rss,comm"
 )]
 pub struct Args {
     /// Output format
@@ -21,8 +21,12 @@ pub struct Args {
     pub format: Format,
     /// Container id
     pub id: String,
-    /// Options for ps (after --), default -ef
-    #[arg(last = true, value_name = "PS_OPTIONS")]
+    /// Options for ps (default -ef), after the id as go-runc passes them, or after --
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PS_OPTIONS"
+    )]
     pub ps_options: Vec<String>,
 }
 
@@ -100,6 +104,24 @@ mod tests {
             out,
             "UID PID PPID C STIME TTY TIME CMD\nroot 42 1 0 05:01 ? 00:00:00 sleep 100\n"
         );
+    }
+
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn ps_options_after_the_id_with_or_without_dashes() {
+        use clap::Parser;
+        let w = Wrapper::try_parse_from(["ps", "--format", "table", "c1", "-ef"]).unwrap();
+        assert_eq!(w.args.ps_options, ["-ef"]);
+        let w = Wrapper::try_parse_from(["ps", "c1", "--", "-o", "pid,comm"]).unwrap();
+        assert_eq!(w.args.ps_options, ["-o", "pid,comm"]);
+        let w = Wrapper::try_parse_from(["ps", "--format", "json", "c1"]).unwrap();
+        assert!(w.args.ps_options.is_empty());
+        assert_eq!(w.args.format, Format::Json);
     }
 
     #[test]
