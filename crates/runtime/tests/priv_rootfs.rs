@@ -399,13 +399,20 @@ fn full_spec_as_real_root() {
 
 #[test]
 fn user_namespace_binds_what_it_cannot_create() {
+    let mut mounts_spec = default_mounts();
+    mounts_spec.push(mount(
+        "/sys/fs/cgroup",
+        "cgroup",
+        "cgroup",
+        &["ro", "nosuid"],
+    ));
     let Some(dir) = child_dir() else {
         if have_root() {
             let tmp = prepare();
             run_child(
                 "user_namespace_binds_what_it_cannot_create",
                 tmp.path(),
-                &["-U", "-r", "-i"],
+                &["-U", "-r", "-i", "-C"],
             );
         }
         return;
@@ -413,9 +420,9 @@ fn user_namespace_binds_what_it_cannot_create() {
     let s = spec(json!({
         "ociVersion": "1.0.2",
         "root": {"path": "rootfs", "readonly": true},
-        "mounts": default_mounts(),
+        "mounts": mounts_spec,
         "linux": {
-            "namespaces": namespaces(&["pid", "ipc", "mount", "user"]),
+            "namespaces": namespaces(&["pid", "ipc", "mount", "user", "cgroup"]),
             "uidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
             "gidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
             "readonlyPaths": ["/proc/sys"],
@@ -441,12 +448,15 @@ fn user_namespace_binds_what_it_cannot_create() {
         sys.fstype,
         sys.options
     );
-    let cgroup = at(&ms, "/sys/fs/cgroup");
+    let below_sys = ms.iter().filter(|m| m.point.starts_with("/sys/"));
+    let all_ro = below_sys.clone().all(|m| has_opt(m, "ro"));
     assert!(
-        has_opt(&cgroup, "ro"),
-        "the rbind of /sys is writable below: {}",
-        cgroup.options
+        below_sys.count() > 1 && all_ro,
+        "the rbind of /sys is writable below"
     );
+    // With a cgroup namespace, the hierarchies are mounted anew (their root is the namespace's).
+    let memory = at(&ms, "/sys/fs/cgroup/memory");
+    assert!(memory.fstype == "cgroup" && has_opt(&memory, "ro") && has_opt(&memory, "nosuid"));
     // devpts with an unmapped gid=5 was retried without it.
     assert_eq!(at(&ms, "/dev/pts").fstype, "devpts");
     assert!(has_opt(&at(&ms, "/"), "ro"));
