@@ -145,7 +145,7 @@ pub(crate) fn destination(
 ) -> Result<OwnedFd, RootfsError> {
     let dest = at.m.destination();
     match paths::open_in_root(ctx.root.as_fd(), dest) {
-        Err(Errno::ENOENT) => paths::ensure(ctx.root.as_fd(), dest, kind()),
+        Err(Errno::ENOENT) => paths::create(ctx.root.as_fd(), dest, kind()),
         other => other,
     }
     .map_err(|e| at.err("resolving the destination in the root", e))

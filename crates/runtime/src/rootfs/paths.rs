@@ -40,9 +40,13 @@ pub(crate) fn open_in_root(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd,
 /// Opens `path` inside the root, creating it (and missing parents, as directories) if needed.
 pub(crate) fn ensure(root: BorrowedFd<'_>, path: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
     match open_in_root(root, path) {
-        Err(Errno::ENOENT) => {}
-        other => return other,
+        Err(Errno::ENOENT) => create(root, path, kind),
+        other => other,
     }
+}
+
+/// Creates `path` (found missing) inside the root and opens it.
+pub(crate) fn create(root: BorrowedFd<'_>, path: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(Errno::ENOENT);
     };
