@@ -509,6 +509,8 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
             let rel = format!("{up}{}", target.strip_prefix("/").unwrap().display());
             std::os::unix::fs::symlink(rel, root.join("evil-rel")).unwrap();
             std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
+            // Dangling inside the root (the host has the directory, the root does not).
+            std::os::unix::fs::symlink(target.join("z"), root.join("dangling")).unwrap();
             // The symlinks resolve inside the root to directories that exist there too.
             std::fs::create_dir_all(root.join(target.strip_prefix("/").unwrap())).unwrap();
             run_child(
@@ -525,7 +527,9 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
                 "a mount escaped to /etc"
             );
             let inside = root.join(target.strip_prefix("/").unwrap());
-            assert!(inside.join("x").is_dir() && inside.join("y").is_dir());
+            assert!(
+                inside.join("x").is_dir() && inside.join("y").is_dir() && inside.join("z").is_dir()
+            );
             assert!(root.join("etc/pier-test-escape").is_file());
         }
         return;
@@ -539,6 +543,7 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
             mount("/proc", "proc", "proc", &[]),
             mount("/evil-abs/x", "tmpfs", "tmpfs", &[]),
             mount("/evil-rel/y", "tmpfs", "tmpfs", &[]),
+            mount("/dangling", "tmpfs", "tmpfs", &[]),
             mount("/etc-link/pier-test-escape", "bind", host_file.to_str().unwrap(), &["bind"]),
         ],
         "linux": {"namespaces": namespaces(&["pid", "mount"])}
@@ -548,6 +553,7 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
     let t = target.to_str().unwrap();
     assert_eq!(at(&ms, &format!("{t}/x")).fstype, "tmpfs");
     assert_eq!(at(&ms, &format!("{t}/y")).fstype, "tmpfs");
+    assert_eq!(at(&ms, &format!("{t}/z")).fstype, "tmpfs");
     assert_eq!(
         std::fs::read_to_string("/etc/pier-test-escape").unwrap(),
         "from the host\n"
