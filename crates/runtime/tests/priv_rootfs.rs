@@ -51,6 +51,11 @@ fn prepare() -> tempfile::TempDir {
     std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("copy /bin/busybox");
     std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
     std::fs::write(root.join("secret-dir/secret"), "s").unwrap();
+    std::fs::create_dir_all(root.join("opt/app/sub")).unwrap();
+    std::fs::write(root.join("opt/app/sub/run.sh"), "echo hi\n").unwrap();
+    let exec = std::fs::Permissions::from_mode(0o750);
+    std::fs::set_permissions(root.join("opt/app/sub/run.sh"), exec).unwrap();
+    std::os::unix::fs::symlink("sub/run.sh", root.join("opt/app/link")).unwrap();
     for d in ["host-data/sub", "host-data2", "pier-test-host-target"] {
         std::fs::create_dir_all(tmp.path().join(d)).unwrap();
     }
@@ -60,6 +65,7 @@ fn prepare() -> tempfile::TempDir {
 
 /// Re-runs `test` of this binary in new namespaces (`unshare` flags beyond `-m -p -f`).
 fn run_child(test: &str, dir: &Path, unshare: &[&str]) {
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let exe = std::env::current_exe().unwrap();
     let out = Command::new("unshare")
         .args(["-m", "-p", "-f", "--propagation", "private"])
@@ -82,6 +88,8 @@ fn run_child(test: &str, dir: &Path, unshare: &[&str]) {
         out.status
     );
     assert!(text.contains("1 passed"), "child ran no test:\n{text}");
+    let after = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(host_mounts, after, "the host's mounts changed");
 }
 
 fn spec(v: Value) -> Spec {
@@ -262,6 +270,7 @@ fn full_spec_as_real_root() {
             "tmpfs",
             &["mode=1777", "size=1m", "noatime"],
         ),
+        mount("/opt/app", "tmpfs", "tmpfs", &["tmpcopyup", "ro"]),
     ]);
     let s = spec(json!({
         "ociVersion": "1.0.2",
@@ -301,6 +310,19 @@ fn full_spec_as_real_root() {
     let mode = std::fs::metadata("/scratch").unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o1777);
     std::fs::write("/scratch/x", "x").expect("tmpfs is writable");
+    // tmpcopyup: the tmpfs holds a copy of what it covers.
+    let app = at(&ms, "/opt/app");
+    assert!(
+        app.fstype == "tmpfs" && has_opt(&app, "ro"),
+        "{}",
+        app.options
+    );
+    assert_eq!(
+        std::fs::read_to_string("/opt/app/link").unwrap(),
+        "echo hi\n"
+    );
+    let run = std::fs::metadata("/opt/app/sub/run.sh").unwrap();
+    assert_eq!(run.permissions().mode() & 0o7777, 0o750);
     // Binds: rro reaches the submount, nosuid only where asked.
     let data = at(&ms, "/data");
     assert!(

@@ -24,6 +24,7 @@
 //! container's user namespace. Tests: unit tests in each submodule; privileged end-to-end tests
 //! in `crates/runtime/tests/priv_rootfs.rs`.
 mod cgroup;
+mod copyup;
 mod devices;
 mod finish;
 mod mountinfo;
