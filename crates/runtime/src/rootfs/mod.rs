@@ -229,7 +229,7 @@ fn prepare_root(rootfs: &Path, prop: Option<Propagation>, shared: bool) -> Resul
     };
     set_propagation(Path::new("/"), flags, label)?;
     if shared {
-        let parent = finish::mount_point_of(rootfs).map_err(|source| RootfsError::Root {
+        let parent = mountinfo::mount_point_of(rootfs).map_err(|source| RootfsError::Root {
             rootfs: rootfs.to_path_buf(),
             step: "finding its parent mount in /proc/self/mountinfo",
             source,
