@@ -512,10 +512,17 @@ fn missing_bind_source_names_the_mount() {
         ],
         "linux": {"namespaces": namespaces(&["pid", "mount"])}
     }));
+    let missing = dir.join("pier-test-no-rootfs");
+    let err = rootfs::setup(&s, &missing, &Options::default(), &mut || Ok(()));
+    let msg = err.expect_err("a missing rootfs").to_string();
+    assert!(
+        msg.contains("pier-test-no-rootfs") && msg.contains("No such file"),
+        "{msg}"
+    );
     let err = run_setup(&s, &dir, &Options::default()).expect_err("setup must fail");
     let msg = err.to_string();
     println!("{msg}");
-    assert!(msg.contains("mount 1"), "{msg}");
+    assert!(msg.contains("mounts[1]"), "{msg}");
     assert!(
         msg.contains("/pier-test-no-such-source") && msg.contains("/data"),
         "{msg}"

@@ -71,7 +71,7 @@ pub enum RootfsError {
     },
     /// One spec mount (index into `mounts`) failed at `step`.
     #[error(
-        "mount {index} ({fstype} {} on {}): {step}: {source_err}",
+        "mounts[{index}] ({fstype} {} on {}): {step}: {source_err}",
         source.display(),
         destination.display()
     )]
