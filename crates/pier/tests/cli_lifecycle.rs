@@ -99,11 +99,21 @@ fn run_returns_output_and_exit_code() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from pier\n");
     assert_no_trace(&pier, &bundle, &id);
 
-    let killed = Bundle::busybox(&["sh", "-c", "kill -KILL $$"]);
+    // Killed from outside while `run` waits (a pid-namespace init ignores its own SIGKILL).
+    let sleeper = Bundle::busybox(&["sleep", "1000"]);
     let id = unique_id("run");
-    let out = pier.run(&["run", "--bundle", arg(killed.path()), &id]);
-    assert_eq!(out.status.code(), Some(128 + 9), "{}", describe(&out));
-    assert_no_trace(&pier, &killed, &id);
+    let stdio = || tempfile::tempfile().unwrap();
+    let mut run = pier
+        .command(&["run", "--bundle", arg(sleeper.path()), &id])
+        .stdout(stdio())
+        .stderr(stdio())
+        .spawn()
+        .unwrap();
+    pier.wait_status(&id, "running");
+    pier.ok(&["kill", &id, "KILL"]);
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 9), "{status}");
+    assert_no_trace(&pier, &sleeper, &id);
 }
 
 #[test]

@@ -116,18 +116,17 @@ impl Pier {
         serde_json::from_str(&self.ok(&["state", id])).expect("state prints JSON")
     }
 
-    /// Waits (bounded, not timed) until the container reaches `status`.
+    /// Waits (bounded, not timed) until the container exists and reaches `status`.
     pub fn wait_status(&self, id: &str, status: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let state = self.state(id);
+            let out = self.run(&["state", id]);
+            let state: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
             if state["status"] == status {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{id} never became {status}: {state}"
-            );
+            let late = Instant::now() >= deadline;
+            assert!(!late, "{id} never became {status}: {}", describe(&out));
             std::thread::sleep(Duration::from_millis(10));
         }
     }
