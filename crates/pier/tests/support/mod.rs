@@ -28,7 +28,7 @@ pub const PIER: &str = env!("CARGO_BIN_EXE_pier");
 /// Busybox applets linked into every test rootfs.
 const APPLETS: &[&str] = &[
     "sh", "true", "false", "sleep", "cat", "echo", "ps", "id", "env", "pwd", "hostname", "ls",
-    "kill", "test", "grep", "head", "wc",
+    "kill", "test", "grep", "head", "wc", "tty",
 ];
 
 /// True when the test may go on; false (after printing why) when it must skip. Under `CI=true`
@@ -106,6 +106,12 @@ impl Pier {
             out.status.code(),
             Some(1),
             "pier {args:?}: {}",
+            describe(&out)
+        );
+        let quiet = out.stdout.is_empty();
+        assert!(
+            quiet,
+            "pier {args:?} failed but printed: {}",
             describe(&out)
         );
         String::from_utf8(out.stderr).expect("stderr is UTF-8")
