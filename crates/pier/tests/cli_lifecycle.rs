@@ -70,6 +70,9 @@ fn create_state_start_ps_kill_delete() {
     pier.ok(&["delete", &id]);
     let stderr = pier.fails(&["state", &id]);
     assert!(stderr.contains("does not exist"), "{stderr}");
+    let stderr = pier.fails(&["delete", &id]);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    pier.ok(&["delete", "--force", &id]);
     assert_no_trace(&pier, &bundle, &id);
 }
 
