@@ -235,19 +235,12 @@ impl Runtime {
     }
 
     fn poststart(&self, record: &Record) {
-        let Ok(spec) = crate::spec::load(&record.state.bundle) else {
+        if record.poststart.is_empty() {
             return;
-        };
-        if let Some(list) = spec
-            .spec
-            .hooks()
-            .as_ref()
-            .and_then(|h| h.poststart().as_ref())
-        {
-            if let Err(e) = hooks::run(Phase::Poststart, list, &record.state_json(Status::Running))
-            {
-                log::warn!("poststart hook failed: {e}");
-            }
+        }
+        let state = record.state_json(Status::Running);
+        if let Err(e) = hooks::run(Phase::Poststart, &record.poststart, &state) {
+            log::warn!("poststart hook failed: {e}");
         }
     }
 
