@@ -293,7 +293,14 @@ impl Runtime {
     /// `delete [--force] ID`.
     pub fn delete(&self, id: &str, force: bool) -> Result<(), Error> {
         let dir = Dir::open(&self.root, id)?;
-        let record = dir.load(id)?;
+        let record = match dir.load(id) {
+            // A create that crashed before its first state write left only the directory.
+            Err(Error::NotExist(_)) => {
+                return std::fs::remove_dir_all(&dir.path)
+                    .map_err(|e| Error::io("remove state directory", &dir.path, e));
+            }
+            other => other?,
+        };
         let status = state::live_status(&dir.path, &record);
         match status {
             Status::Stopped => {}
