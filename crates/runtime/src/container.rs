@@ -235,19 +235,12 @@ impl Runtime {
     }
 
     fn poststart(&self, record: &Record) {
-        let Ok(spec) = crate::spec::load(&record.state.bundle) else {
+        if record.poststart.is_empty() {
             return;
-        };
-        if let Some(list) = spec
-            .spec
-            .hooks()
-            .as_ref()
-            .and_then(|h| h.poststart().as_ref())
-        {
-            if let Err(e) = hooks::run(Phase::Poststart, list, &record.state_json(Status::Running))
-            {
-                log::warn!("poststart hook failed: {e}");
-            }
+        }
+        let state = record.state_json(Status::Running);
+        if let Err(e) = hooks::run(Phase::Poststart, &record.poststart, &state) {
+            log::warn!("poststart hook failed: {e}");
         }
     }
 
@@ -300,7 +293,14 @@ impl Runtime {
     /// `delete [--force] ID`.
     pub fn delete(&self, id: &str, force: bool) -> Result<(), Error> {
         let dir = Dir::open(&self.root, id)?;
-        let record = dir.load(id)?;
+        let record = match dir.load(id) {
+            // A create that crashed before its first state write left only the directory.
+            Err(Error::NotExist(_)) => {
+                return std::fs::remove_dir_all(&dir.path)
+                    .map_err(|e| Error::io("remove state directory", &dir.path, e));
+            }
+            other => other?,
+        };
         let status = state::live_status(&dir.path, &record);
         match status {
             Status::Stopped => {}

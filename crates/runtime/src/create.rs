@@ -24,7 +24,7 @@ use crate::state::{self, Dir, Record, Status};
 use crate::sync::{self, Msg};
 use nix::sys::stat::Mode;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
-use oci_spec::runtime::{Hook, Spec};
+use oci_spec::runtime::{Hook, Hooks, Spec};
 use pier_cgroups::Cgroup;
 use pier_sys::clone::Forked;
 use std::os::fd::{AsFd, OwnedFd};
@@ -121,9 +121,10 @@ pub fn create(
         .map(|j| PidForChildren::enter(&j.file, &j.path))
         .transpose()?;
     let forked = pier_sys::clone::fork(plan.clone_flags, cgroup_fd.as_ref().map(|fd| fd.as_fd()));
-    drop(pid_ns);
     let (pid, pidfd, in_cgroup) = match forked.map_err(Error::Clone)? {
         Forked::Child => {
+            // The child stays in the joined pid namespace: no way back, and no need.
+            std::mem::forget(pid_ns);
             dir.close_in_child();
             drop(parent_sync);
             std::mem::forget(undo);
@@ -150,6 +151,7 @@ pub fn create(
             in_cgroup,
         } => (pid, pidfd, in_cgroup),
     };
+    drop(pid_ns);
     drop((child_sync, fifo, console));
     undo.init = Some(pidfd);
     record.state.pid = pid;
@@ -215,12 +217,16 @@ fn new_record(id: &str, bundle: &Bundle, opts: &CreateOptions) -> Record {
         },
         init_start_time: 0,
         cgroup: None,
-        poststop: spec
-            .hooks()
-            .as_ref()
-            .and_then(|h| h.poststop().clone())
-            .unwrap_or_default(),
+        poststart: hook_list(spec, |h| h.poststart()),
+        poststop: hook_list(spec, |h| h.poststop()),
     }
+}
+
+fn hook_list(spec: &Spec, phase: impl Fn(&Hooks) -> &Option<Vec<Hook>>) -> Vec<Hook> {
+    spec.hooks()
+        .as_ref()
+        .and_then(|h| phase(h).clone())
+        .unwrap_or_default()
 }
 
 fn create_cgroup(rt: &Runtime, id: &str, spec: &Spec) -> Result<Cgroup, Error> {

@@ -63,9 +63,10 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
         false => None,
     };
     let forked = pier_sys::clone::fork(0, cgroup_fd.as_ref().map(|fd| fd.as_fd()));
-    drop(pid_ns);
     let (pid, pidfd, in_cgroup) = match forked.map_err(Error::Clone)? {
         Forked::Child => {
+            // The child stays in the joined pid namespace: no way back, and no need.
+            std::mem::forget(pid_ns);
             drop(parent_sync);
             init::exec_child(ExecChild {
                 init: &init,
@@ -85,6 +86,7 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
             in_cgroup,
         } => (pid, pidfd, in_cgroup),
     };
+    drop(pid_ns);
     drop((child_sync, console));
     if cgroup_fd.is_some() && !in_cgroup {
         join_v2(&record, pid, &pidfd)?;

@@ -2,11 +2,12 @@
 //!
 //! Theory of operation: the child is a copy of the single-threaded runtime, so it uses the
 //! already parsed spec and compiled seccomp program without re-reading anything, and never
-//! returns: it ends in `execve` or `exit`. The init's path, kept short on purpose:
-//! join the v1 cgroups → [wait for Go if the parent has work first] → setns/unshare → hostname/domainname →
-//! `rootfs::setup` (createContainer hooks before the pivot) → console → `rootfs::finalize` →
-//! report `Created` → block reading the exec fifo until `start` writes it → startContainer hooks
-//! → `process::exec`. Any failure before `Created` goes back to the parent as text over the sync
+//! returns: it ends in `execve` or `exit`. The init's path, kept short on purpose: join the v1
+//! cgroups → [wait for `Go` if the parent has work first] → setns/unshare → hostname and
+//! domainname → `rootfs::setup` (createContainer hooks before the pivot) → console →
+//! `rootfs::finalize` → check that the program exists (so `create` fails like runc's) → report
+//! `Created` → block reading the exec fifo until `start` writes it → startContainer hooks →
+//! `process::exec`. Any failure before `Created` goes back to the parent as text over the sync
 //! socket; after it, the parent is gone and the failure is printed on the init's stderr.
 //! A panic is caught so that no destructor of the parent's objects runs in the child.
 //!
@@ -124,6 +125,9 @@ fn prepare(init: &Init) -> Result<Vec<u8>, String> {
         console::setup_in_container(socket).map_err(|e| e.to_string())?;
     }
     rootfs::finalize(init.spec).map_err(|e| e.to_string())?;
+    if let Some(process) = init.spec.process() {
+        check_executable(process)?;
+    }
     init.sync
         .send(&Msg::Created)
         .map_err(|e| format!("report created: {e}"))?;
@@ -171,6 +175,35 @@ fn exec_process(exec: &Exec) -> String {
     let mut on_listener =
         |_fd: OwnedFd| Err("seccomp notify (SCMP_ACT_NOTIFY) is not supported yet".to_string());
     process::exec(exec, &mut on_listener).to_string()
+}
+
+/// Fails `create` (not the later `start`) when the program does not exist, with runc's texts:
+/// Docker and containerd turn them into exit code 127.
+fn check_executable(process: &Process) -> Result<(), String> {
+    let Some(name) = process.args().as_ref().and_then(|a| a.first()) else {
+        return Err("config.json: process.args: empty".into());
+    };
+    if name.contains('/') {
+        let path = process.cwd().join(name);
+        return match path.exists() {
+            true => Ok(()),
+            false => Err(format!(
+                "exec: {name:?}: stat {name}: no such file or directory"
+            )),
+        };
+    }
+    let env = process.env().as_deref().unwrap_or_default();
+    let path = env.iter().rev().find_map(|e| e.strip_prefix("PATH="));
+    let found = path
+        .unwrap_or("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .split(':')
+        .any(|dir| dir.starts_with('/') && Path::new(dir).join(name).is_file());
+    match found {
+        true => Ok(()),
+        false => Err(format!(
+            "exec: {name:?}: executable file not found in $PATH"
+        )),
+    }
 }
 
 fn set_names(spec: &Spec, plan: &Plan) -> Result<(), String> {

@@ -1,7 +1,7 @@
 //! The state directory of one container: `<root>/<id>/{state.json,exec.fifo}`.
 //!
 //! Theory of operation: `state.json` is the only record of what pier created for a container
-//! (init pid and its start time, the cgroup, the poststop hooks); it is written atomically
+//! (init pid and its start time, the cgroup, the poststart and poststop hooks); it is written atomically
 //! (write a temporary file, rename over) before or as each object is created, so `delete` and
 //! crash recovery always find everything. Mutating verbs hold an exclusive `flock` on the
 //! container's directory. The stored status is a hint: the live status is derived from the init
@@ -68,6 +68,9 @@ pub struct Record {
     /// The container's cgroup, once created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<pier_cgroups::Cgroup>,
+    /// `hooks.poststart`, run by `start` (kept here so `start` does not re-read config.json).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub poststart: Vec<Hook>,
     /// `hooks.poststop`, run by `delete`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub poststop: Vec<Hook>,

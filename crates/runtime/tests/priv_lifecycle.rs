@@ -345,6 +345,24 @@ fn failure_in_the_init_leaves_nothing() {
 }
 
 #[test]
+fn missing_program_fails_create() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-noprog";
+    let f = Fixture::new(id, &["pier-test-nonexistent"]);
+    let err = f.rt.create(id, &f.opts()).unwrap_err().to_string();
+    assert!(
+        err.ends_with("exec: \"pier-test-nonexistent\": executable file not found in $PATH"),
+        "{err}"
+    );
+    assert!(reap_all(), "no process left");
+    assert!(f.root_entries().is_empty(), "{:?}", f.root_entries());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
 fn bad_bundle_is_named() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !root_or_skip() {
