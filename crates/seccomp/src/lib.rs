@@ -21,7 +21,7 @@ mod names;
 mod notify;
 mod validate;
 
-pub use cache::{Cache, COMPILER_VERSION};
+pub use cache::{profile_key, Cache, COMPILER_VERSION, DEFAULT_MAX_BYTES};
 pub use compile::BAD_ARCH_ACTION;
 
 use oci_spec::runtime::{LinuxSeccomp, LinuxSeccompFilterFlag};
@@ -126,6 +126,12 @@ pub fn compile(profile: &LinuxSeccomp) -> Result<Program, Error> {
         };
     }
     Ok(Program::from_parts(out.insns, flags, out.notify))
+}
+
+/// The number of syscall `name` on `arch` as a filter sees it (x32 numbers carry the x32 bit),
+/// or `None` when `arch` has no such syscall.
+pub fn syscall_number(name: &str, arch: arch::Arch) -> Option<u32> {
+    names::resolve(name, arch)
 }
 
 /// Sends the listener fd and the container process state (OCI `ContainerProcessState` JSON) to
