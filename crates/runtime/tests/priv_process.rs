@@ -187,6 +187,30 @@ fn non_root_user_with_ambient_capability_and_limits() {
     assert_eq!(r["IONICE"], "idle");
 }
 
+/// runc's and crun's default specs list ambient capabilities without inheritable ones: the
+/// ambient set is best effort there, so the process must start with those capabilities simply
+/// not raised.
+#[test]
+fn ambient_capability_not_inheritable_is_skipped() {
+    if !have_root() {
+        return;
+    }
+    let out = run_child(json!({"process": {
+        "args": busybox_script(STATUS_SCRIPT), "env": ["PATH=/bin"], "cwd": "/",
+        "user": {"uid": 0, "gid": 0},
+        "capabilities": {
+            "bounding": ["CAP_KILL", "CAP_NET_BIND_SERVICE"],
+            "effective": ["CAP_KILL", "CAP_NET_BIND_SERVICE"],
+            "permitted": ["CAP_KILL", "CAP_NET_BIND_SERVICE"],
+            "inheritable": ["CAP_NET_BIND_SERVICE"],
+            "ambient": ["CAP_KILL", "CAP_NET_BIND_SERVICE"]
+        }
+    }}));
+    let r = report(&out);
+    assert_eq!(r["CapAmb"], "0000000000000400");
+    assert_eq!(r["CapEff"], "0000000000000420");
+}
+
 #[test]
 fn root_without_capabilities_in_spec_keeps_them() {
     if !have_root() {

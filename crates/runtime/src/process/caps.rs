@@ -168,7 +168,18 @@ pub(super) fn set_and_raise_ambient(m: &Masks, last_cap: u32) -> Result<(), Proc
         cap: "(clear all)",
         source,
     })?;
+    // The kernel only raises an ambient capability that is also permitted and inheritable.
+    // runc's and crun's default specs list ambient capabilities without inheritable ones and
+    // both treat the ambient set as best effort, so such a capability is a warning here too.
+    let raisable = m.permitted & m.inheritable;
     for cap in (0..=last_cap).filter(|c| m.ambient & (1 << c) != 0) {
+        if raisable & (1 << cap) == 0 {
+            log::warn!(
+                "ambient capability {} is not both permitted and inheritable: not raised",
+                name_of(cap)
+            );
+            continue;
+        }
         pier_sys::caps::ambient_raise(cap).map_err(|source| ProcessError::Ambient {
             cap: name_of(cap),
             source,
