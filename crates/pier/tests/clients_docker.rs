@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clients::{
-    busybox_tar, expect_limits, limits_script, ready, run, runtime_under_test, CgroupParent, Checks,
-    CreatedPaths, Daemon, Outcome, Scratch, IMAGE,
+    busybox_tar, expect_limits, limits_script, ready, run, runtime_under_test, CgroupParent,
+    Checks, CreatedPaths, Daemon, Outcome, Scratch, IMAGE,
 };
 
 const CGROUP_PARENT: &str = "pier-test-docker";
@@ -65,7 +65,12 @@ fn start_dockerd(scratch: &Scratch, runtime: &Path) -> Daemon {
         .arg(format!("--exec-root={}", dir("exec")))
         .arg(format!("--pidfile={}", dir("docker.pid")))
         .arg(format!("--host=unix://{}", dir("docker.sock")))
-        .args(["--iptables=false", "--ip6tables=false", "--ip-forward=false", "--ip-masq=false"])
+        .args([
+            "--iptables=false",
+            "--ip6tables=false",
+            "--ip-forward=false",
+            "--ip-masq=false",
+        ])
         .args(["--bridge=none", "--default-runtime=runc"])
         .arg(format!("--cgroup-parent=/{CGROUP_PARENT}"))
         .arg(format!("--add-runtime=pier={}", runtime.display()));
@@ -95,14 +100,25 @@ fn docker_drives_the_runtime() {
 
     let mut checks = Checks::new("docker", &runtime);
     checks.check("run: output and exit code", || {
-        docker.run_rm(&[], &["sh", "-c", "echo hello-from-pier; exit 3"]).expect(3, &["hello-from-pier\n"])
+        docker
+            .run_rm(&[], &["sh", "-c", "echo hello-from-pier; exit 3"])
+            .expect(3, &["hello-from-pier\n"])
     });
-    checks.check("run -d, exec, kill, wait, rm", || detached_lifecycle(&docker));
+    checks.check("run -d, exec, kill, wait, rm", || {
+        detached_lifecycle(&docker)
+    });
     checks.check("run -t: a terminal", || {
-        docker.run_rm(&["-t"], &["sh", "-c", "tty; echo tty-ok"]).expect(0, &["/dev/pts/", "tty-ok"])
+        docker
+            .run_rm(&["-t"], &["sh", "-c", "tty; echo tty-ok"])
+            .expect(0, &["/dev/pts/", "tty-ok"])
     });
     checks.check("run --memory 64m --cpus 0.5: cgroup limits", || {
-        let seen = docker.run_rm(&["--memory", "64m", "--cpus", "0.5"], &["sh", "-c", limits_script()]).ok()?;
+        let seen = docker
+            .run_rm(
+                &["--memory", "64m", "--cpus", "0.5"],
+                &["sh", "-c", limits_script()],
+            )
+            .ok()?;
         expect_limits(&seen)
     });
     if !checks.is_clean() {
@@ -113,15 +129,31 @@ fn docker_drives_the_runtime() {
 
 fn detached_lifecycle(docker: &Docker) -> Result<(), String> {
     let name = "pier-test-detached";
-    let args = ["run", "-d", "--runtime", "pier", "--network", "none", "--name", name, IMAGE, "sleep", "1000"];
+    let args = [
+        "run",
+        "-d",
+        "--runtime",
+        "pier",
+        "--network",
+        "none",
+        "--name",
+        name,
+        IMAGE,
+        "sleep",
+        "1000",
+    ];
     let started = docker.cmd(&args);
     let result = (|| {
         started.ok()?;
-        docker.cmd(&["exec", name, "sh", "-c", "echo in-exec; exit 5"]).expect(5, &["in-exec\n"])?;
+        docker
+            .cmd(&["exec", name, "sh", "-c", "echo in-exec; exit 5"])
+            .expect(5, &["in-exec\n"])?;
         docker.cmd(&["kill", name]).ok()?;
         docker.cmd(&["wait", name]).expect(0, &["137"])?;
         docker.cmd(&["rm", name]).ok()?;
-        let left = docker.cmd(&["ps", "-aq", "--filter", &format!("name={name}")]).ok()?;
+        let left = docker
+            .cmd(&["ps", "-aq", "--filter", &format!("name={name}")])
+            .ok()?;
         if left.is_empty() {
             Ok(())
         } else {

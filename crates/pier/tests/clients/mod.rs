@@ -91,11 +91,16 @@ pub struct Outcome {
 impl Outcome {
     /// Ok when the command exited with `code` and its stdout contains every string of `wanted`.
     pub fn expect(&self, code: i32, wanted: &[&str]) -> Result<(), String> {
-        let missing: Vec<&&str> = wanted.iter().filter(|w| !self.stdout.contains(**w)).collect();
+        let missing: Vec<&&str> = wanted
+            .iter()
+            .filter(|w| !self.stdout.contains(**w))
+            .collect();
         if self.code == Some(code) && missing.is_empty() {
             return Ok(());
         }
-        Err(format!("expected exit {code} and stdout containing {wanted:?}; {self}"))
+        Err(format!(
+            "expected exit {code} and stdout containing {wanted:?}; {self}"
+        ))
     }
 
     /// Ok when the command exited with 0; returns its stdout trimmed.
@@ -132,7 +137,14 @@ pub fn run_command(command: &mut Command) -> Outcome {
         .spawn();
     let mut child = match spawned {
         Ok(child) => child,
-        Err(e) => return Outcome { line, code: None, stdout: String::new(), stderr: e.to_string() },
+        Err(e) => {
+            return Outcome {
+                line,
+                code: None,
+                stdout: String::new(),
+                stderr: e.to_string(),
+            }
+        }
     };
     let stdout = collect(child.stdout.take());
     let stderr = collect(child.stderr.take());
@@ -142,7 +154,12 @@ pub fn run_command(command: &mut Command) -> Outcome {
     if hung {
         stderr.push_str(&format!("\n[killed: no exit after {COMMAND_DEADLINE:?}]"));
     }
-    Outcome { line, code, stdout: stdout.recv_timeout(grace).unwrap_or_default(), stderr }
+    Outcome {
+        line,
+        code,
+        stdout: stdout.recv_timeout(grace).unwrap_or_default(),
+        stderr,
+    }
 }
 
 fn command_line(command: &Command) -> String {
@@ -184,12 +201,17 @@ fn wait_with_deadline(child: &mut Child, deadline: Duration) -> (Option<i32>, bo
 }
 
 /// Polls `probe` until it succeeds or `deadline` passes; returns the last error on timeout.
-pub fn wait_until<T>(deadline: Duration, mut probe: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+pub fn wait_until<T>(
+    deadline: Duration,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> Result<T, String> {
     let until = Instant::now() + deadline;
     loop {
         match probe() {
             Ok(value) => return Ok(value),
-            Err(e) if Instant::now() >= until => return Err(format!("gave up after {deadline:?}: {e}")),
+            Err(e) if Instant::now() >= until => {
+                return Err(format!("gave up after {deadline:?}: {e}"))
+            }
             Err(_) => thread::sleep(Duration::from_millis(100)),
         }
     }
@@ -205,7 +227,10 @@ pub struct Checks {
 impl Checks {
     pub fn new(suite: &str, runtime: &Path) -> Self {
         eprintln!("{suite}: runtime under test {}", runtime.display());
-        Checks { suite: suite.to_string(), failures: Vec::new() }
+        Checks {
+            suite: suite.to_string(),
+            failures: Vec::new(),
+        }
     }
 
     pub fn check(&mut self, name: &str, body: impl FnOnce() -> Result<(), String>) {
@@ -255,15 +280,27 @@ pub fn host_limits(pid: &str) -> Result<String, String> {
         table.lines().find_map(|line| {
             let mut fields = line.splitn(3, ':');
             let (_, list, path) = (fields.next()?, fields.next()?, fields.next()?);
-            list.split(',').any(|c| c == controller).then(|| path.to_string())
+            list.split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
         })
     };
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         let dir = format!("/sys/fs/cgroup{}", path_of("").ok_or("no cgroup2 entry")?);
-        return Ok(format!("{}\n{}", read(&format!("{dir}/memory.max"))?, read(&format!("{dir}/cpu.max"))?));
+        return Ok(format!(
+            "{}\n{}",
+            read(&format!("{dir}/memory.max"))?,
+            read(&format!("{dir}/cpu.max"))?
+        ));
     }
-    let memory = format!("/sys/fs/cgroup/memory{}", path_of("memory").ok_or("no memory cgroup")?);
-    let cpu = format!("/sys/fs/cgroup/cpu{}", path_of("cpu").ok_or("no cpu cgroup")?);
+    let memory = format!(
+        "/sys/fs/cgroup/memory{}",
+        path_of("memory").ok_or("no memory cgroup")?
+    );
+    let cpu = format!(
+        "/sys/fs/cgroup/cpu{}",
+        path_of("cpu").ok_or("no cpu cgroup")?
+    );
     Ok(format!(
         "{}\n{} {}",
         read(&format!("{memory}/memory.limit_in_bytes"))?,
@@ -273,7 +310,9 @@ pub fn host_limits(pid: &str) -> Result<String, String> {
 }
 
 fn read(path: &str) -> Result<String, String> {
-    fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|e| format!("read {path}: {e}"))
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| format!("read {path}: {e}"))
 }
 
 /// Compares a limits report with [`EXPECTED_LIMITS`].
@@ -282,7 +321,10 @@ pub fn expect_limits(seen: &str) -> Result<(), String> {
     if seen.trim() == EXPECTED_LIMITS {
         return Ok(());
     }
-    Err(format!("cgroup limits {:?}, expected {EXPECTED_LIMITS:?}", seen.trim()))
+    Err(format!(
+        "cgroup limits {:?}, expected {EXPECTED_LIMITS:?}",
+        seen.trim()
+    ))
 }
 
 /// A directory of this suite's own under the temp dir; on drop, kills every process whose command
@@ -323,7 +365,9 @@ impl Drop for Scratch {
 /// SIGKILLs every process (but this one) whose command line contains `needle`, and waits for them.
 fn kill_processes_naming(needle: &str) {
     let me = std::process::id().to_string();
-    let Ok(entries) = fs::read_dir("/proc") else { return };
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return;
+    };
     let mut victims = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -332,7 +376,10 @@ fn kill_processes_naming(needle: &str) {
         }
         let cmdline = fs::read(entry.path().join("cmdline")).unwrap_or_default();
         if String::from_utf8_lossy(&cmdline).contains(needle) {
-            eprintln!("cleanup: killing leftover {name}: {}", String::from_utf8_lossy(&cmdline).replace('\0', " "));
+            eprintln!(
+                "cleanup: killing leftover {name}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            );
             if let Ok(pid) = name.parse() {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 victims.push(name);
@@ -340,7 +387,9 @@ fn kill_processes_naming(needle: &str) {
         }
     }
     let _ = wait_until(Duration::from_secs(5), || {
-        let alive = victims.iter().filter(|pid| Path::new(&format!("/proc/{pid}/cmdline")).exists());
+        let alive = victims
+            .iter()
+            .filter(|pid| Path::new(&format!("/proc/{pid}/cmdline")).exists());
         match alive.count() {
             0 => Ok(()),
             n => Err(format!("{n} processes still alive")),
@@ -367,7 +416,9 @@ fn unescape_mount_field(field: &str) -> String {
     let mut rest = field;
     while let Some(at) = rest.find('\\') {
         out.push_str(&rest[..at]);
-        let code = rest.get(at + 1..at + 4).and_then(|oct| u8::from_str_radix(oct, 8).ok());
+        let code = rest
+            .get(at + 1..at + 4)
+            .and_then(|oct| u8::from_str_radix(oct, 8).ok());
         match code {
             Some(byte) => {
                 out.push(byte as char);
@@ -392,7 +443,11 @@ pub struct CreatedPaths {
 
 impl CreatedPaths {
     pub fn watch(paths: &[&str]) -> Self {
-        let absent = paths.iter().map(PathBuf::from).filter(|p| !p.exists()).collect();
+        let absent = paths
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| !p.exists())
+            .collect();
         CreatedPaths { absent }
     }
 }
@@ -420,7 +475,9 @@ impl CgroupParent {
         if let Ok(hierarchies) = fs::read_dir("/sys/fs/cgroup") {
             candidates.extend(hierarchies.flatten().map(|h| h.path().join(name)));
         }
-        CgroupParent { absent: candidates.into_iter().filter(|p| !p.exists()).collect() }
+        CgroupParent {
+            absent: candidates.into_iter().filter(|p| !p.exists()).collect(),
+        }
     }
 }
 
@@ -456,7 +513,8 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(name: &str, command: &mut Command, log: PathBuf) -> Self {
-        let file = fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let file =
+            fs::File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = file.try_clone().expect("dup log fd");
         let child = command
             .stdin(Stdio::null())
@@ -464,13 +522,21 @@ impl Daemon {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("start {name}: {e}"));
-        Daemon { name: name.to_string(), child, log }
+        Daemon {
+            name: name.to_string(),
+            child,
+            log,
+        }
     }
 
     /// Waits until `probe` succeeds; panics with the daemon's log tail when it does not.
     pub fn wait_ready(&mut self, probe: impl FnMut() -> Result<String, String>) {
         if let Err(e) = wait_until(Duration::from_secs(30), probe) {
-            panic!("{} did not become ready: {e}\nlog tail:\n{}", self.name, self.log_tail());
+            panic!(
+                "{} did not become ready: {e}\nlog tail:\n{}",
+                self.name,
+                self.log_tail()
+            );
         }
     }
 
@@ -487,7 +553,10 @@ impl Drop for Daemon {
         let pid = Pid::from_raw(self.child.id() as i32);
         let _ = kill(pid, Signal::SIGTERM);
         if let (_, true) = wait_with_deadline(&mut self.child, Duration::from_secs(20)) {
-            eprintln!("cleanup: {} ignored SIGTERM for 20 s and was killed", self.name);
+            eprintln!(
+                "cleanup: {} ignored SIGTERM for 20 s and was killed",
+                self.name
+            );
         }
     }
 }
@@ -503,9 +572,11 @@ pub fn busybox_rootfs(dir: &Path) -> Result<(), String> {
     fs::copy(&busybox, dir.join("bin/busybox")).map_err(|e| io("copy busybox", e))?;
     let applets = run(&busybox, &["--list"]).ok()?;
     for applet in applets.lines().filter(|a| *a != "busybox") {
-        std::os::unix::fs::symlink("busybox", dir.join("bin").join(applet)).map_err(|e| io(applet, e))?;
+        std::os::unix::fs::symlink("busybox", dir.join("bin").join(applet))
+            .map_err(|e| io(applet, e))?;
     }
-    fs::write(dir.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n").map_err(|e| io("passwd", e))?;
+    fs::write(dir.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")
+        .map_err(|e| io("passwd", e))?;
     fs::write(dir.join("etc/group"), "root:x:0:\n").map_err(|e| io("group", e))
 }
 
@@ -516,7 +587,15 @@ pub fn busybox_tar(scratch: &Scratch) -> PathBuf {
     busybox_rootfs(&rootfs).unwrap_or_else(|e| panic!("busybox rootfs: {e}"));
     let tar = scratch.path("rootfs.tar");
     let tar_program = find_program("tar").expect("tar installed");
-    let args = [OsStr::new("-C"), rootfs.as_os_str(), OsStr::new("-cf"), tar.as_os_str(), OsStr::new(".")];
-    run(&tar_program, &args).ok().unwrap_or_else(|e| panic!("pack rootfs: {e}"));
+    let args = [
+        OsStr::new("-C"),
+        rootfs.as_os_str(),
+        OsStr::new("-cf"),
+        tar.as_os_str(),
+        OsStr::new("."),
+    ];
+    run(&tar_program, &args)
+        .ok()
+        .unwrap_or_else(|e| panic!("pack rootfs: {e}"));
     tar
 }
