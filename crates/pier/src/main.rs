@@ -1,6 +1,8 @@
-//! pier: the binary. One front end per verb under `commands/`, clap structs only here.
-//! (Skeleton: the runtime verbs are being written; see crates/runtime.)
+//! pier: the binary. An OCI runtime with runc's command line (`commands/`, one module per verb,
+//! clap structs only here) and runc-style logging (`log.rs`). The runtime itself is the
+//! `pier-runtime` library.
 mod commands;
+mod log;
 
 fn main() {
     std::process::exit(commands::main());
