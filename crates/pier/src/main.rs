@@ -1,8 +1,8 @@
 //! pier: the binary. An OCI runtime with runc's command line (`commands/`, one module per verb,
-//! clap structs only here) and runc-style logging (`log.rs`). The runtime itself is the
+//! clap structs only here) and runc-style logging (`logging.rs`). The runtime itself is the
 //! `pier-runtime` library.
 mod commands;
-mod log;
+mod logging;
 
 fn main() {
     std::process::exit(commands::main());

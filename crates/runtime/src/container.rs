@@ -1,20 +1,138 @@
-//! The runtime's public API, one method per runc verb. INTERFACE STUB: the core helper replaces
-//! the bodies (and adds state.rs, spec.rs, namespaces.rs, init.rs, ... beside it).
+//! The runtime's public API, one method per runc verb.
 //!
-//! Owner: core.
+//! Theory of operation: each verb is a short sequence over the state directory (`state.rs`), the
+//! container's cgroup (pier-cgroups) and pidfds of its processes. `create` lives in `create.rs`
+//! (with the init's side in `init.rs`), `exec` in `exec.rs`, foreground waiting in `wait.rs`.
+//! Mutating verbs lock the container's directory; status is always derived live. Signals go
+//! through a pidfd opened from the recorded pid and checked against the recorded start time, so
+//! a recycled pid is never signalled. `delete` keeps going past failures and reports them all.
+//! Error texts follow runc's where callers (containerd, Docker, Podman) match on them.
+//!
+//! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
+use crate::hooks::{self, HookError, Phase};
+use crate::process::ProcessError;
+use crate::state::{self, Dir, Record, Status};
 use oci_spec::runtime::{LinuxResources, Process, Spec};
 use pier_cgroups::ManagerKind;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 /// What failed in a runtime operation. Variants name the step and carry the id/path/value;
 /// `Display` texts follow runc's where callers match on them ("container not running",
 /// "does not exist").
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Placeholder until the core lands.
-    #[error("the runtime core is not built yet")]
-    NotBuilt,
+    /// The id does not match `^[\w+\-\.]+$` (or is `.`, `..`, or reserved).
+    #[error("invalid container id format: {0:?}")]
+    InvalidId(String),
+    /// `create` with an id in use.
+    #[error("container with id exists: {0}")]
+    Exists(String),
+    /// No state directory for the id.
+    #[error("container {0} does not exist")]
+    NotExist(String),
+    /// config.json is malformed or unsupported.
+    #[error("{}: {msg}", path.display())]
+    Spec {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, naming the field.
+        msg: String,
+    },
+    /// `root.path` does not exist.
+    #[error("rootfs {} does not exist", .0.display())]
+    RootfsMissing(PathBuf),
+    /// A file system step failed.
+    #[error("{step} {}: {source}", path.display())]
+    Io {
+        /// The step.
+        step: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// A cgroup operation failed.
+    #[error("cgroup: {step}: {source}")]
+    Cgroup {
+        /// The step.
+        step: &'static str,
+        /// The error.
+        source: pier_cgroups::Error,
+    },
+    /// Compiling or caching the seccomp filter failed.
+    #[error("seccomp: {0}")]
+    Seccomp(pier_seccomp::Error),
+    /// Connecting the console socket failed.
+    #[error("console socket: {0}")]
+    Console(ProcessError),
+    /// A runtime-namespace hook failed.
+    #[error(transparent)]
+    Hook(#[from] HookError),
+    /// `clone3` of the init or exec process failed.
+    #[error("clone3: {0}")]
+    Clone(io::Error),
+    /// The init (or exec process) reported a failure before the user program.
+    #[error("container init: {0}")]
+    Init(String),
+    /// A configuration this version does not support.
+    #[error("unsupported configuration: {0}")]
+    Unsupported(&'static str),
+    /// A verb called in the wrong state, with runc's text.
+    #[error("{0}")]
+    Usage(&'static str),
+    /// The container has no running process.
+    #[error("container not running")]
+    NotRunning,
+    /// `delete` without `--force` of a live container.
+    #[error("cannot delete container {id} that is not stopped: {status}")]
+    NotStopped {
+        /// Container id.
+        id: String,
+        /// Its status.
+        status: Status,
+    },
+    /// Sending a signal failed.
+    #[error("kill pid {pid} with signal {signal}: {source}")]
+    Signal {
+        /// Target pid.
+        pid: i32,
+        /// Signal number.
+        signal: i32,
+        /// The error.
+        source: io::Error,
+    },
+    /// Waiting for a process failed.
+    #[error("wait for the container process: {0}")]
+    Wait(io::Error),
+    /// Teardown steps that failed (all were attempted).
+    #[error("delete {id}: {}", join(.errors))]
+    Teardown {
+        /// Container id.
+        id: String,
+        /// Each failure.
+        errors: Vec<Error>,
+    },
+}
+
+fn join(errors: &[Error]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Error {
+    pub(crate) fn io(step: &'static str, path: impl AsRef<Path>, source: io::Error) -> Error {
+        Error::Io {
+            step,
+            path: path.as_ref().to_owned(),
+            source,
+        }
+    }
 }
 
 /// The runtime, configured by the global flags.
@@ -83,76 +201,334 @@ pub struct State {
     pub annotations: std::collections::HashMap<String, String>,
 }
 
+/// A pidfd of the recorded init, checked to be that process (not a recycled pid).
+pub(crate) fn open_init(record: &Record) -> Result<OwnedFd, Error> {
+    let pidfd = pier_sys::pidfd::open(record.state.pid).map_err(|_| Error::NotRunning)?;
+    if !state::init_alive(record) {
+        return Err(Error::NotRunning);
+    }
+    Ok(pidfd)
+}
+
 impl Runtime {
     /// `create ID`.
     pub fn create(&self, id: &str, opts: &CreateOptions) -> Result<(), Error> {
-        let _ = (id, opts);
-        Err(Error::NotBuilt)
+        crate::create::create(self, id, opts, false).map(drop)
     }
+
     /// `start ID`.
     pub fn start(&self, id: &str) -> Result<(), Error> {
-        let _ = id;
-        Err(Error::NotBuilt)
+        let dir = Dir::open(&self.root, id)?;
+        let mut record = dir.load(id)?;
+        match state::live_status(&dir.path, &record) {
+            Status::Created => {}
+            Status::Stopped => {
+                return Err(Error::Usage("cannot start a container that has stopped"))
+            }
+            _ => return Err(Error::Usage("cannot start an already running container")),
+        }
+        release_init(&dir)?;
+        record.state.status = Status::Running.as_str().into();
+        dir.save(&record)?;
+        self.poststart(&record);
+        Ok(())
     }
+
+    fn poststart(&self, record: &Record) {
+        let Ok(spec) = crate::spec::load(&record.state.bundle) else {
+            return;
+        };
+        if let Some(list) = spec
+            .spec
+            .hooks()
+            .as_ref()
+            .and_then(|h| h.poststart().as_ref())
+        {
+            if let Err(e) = hooks::run(Phase::Poststart, list, &record.state_json(Status::Running))
+            {
+                log::warn!("poststart hook failed: {e}");
+            }
+        }
+    }
+
     /// `run ID`: create + start; unless `detach`, waits and returns the exit code (128+signal
     /// when killed) after deleting the container.
     pub fn run(&self, id: &str, opts: &CreateOptions, detach: bool) -> Result<i32, Error> {
-        let _ = (id, opts, detach);
-        Err(Error::NotBuilt)
+        let created = crate::create::create(self, id, opts, !detach)?;
+        if let Err(e) = self.start(id) {
+            crate::create::kill_and_reap(&created.pidfd);
+            let _ = self.delete(id, true);
+            return Err(e);
+        }
+        if detach {
+            return Ok(0);
+        }
+        let code = crate::wait::wait_forwarding(&created.pidfd);
+        let deleted = self.delete(id, true);
+        let code = code?;
+        deleted.map(|()| code)
     }
+
     /// `state ID`.
     pub fn state(&self, id: &str) -> Result<State, Error> {
-        let _ = id;
-        Err(Error::NotBuilt)
+        state::validate_id(id)?;
+        let dir = self.root.join(id);
+        let record = state::load(&dir, id)?;
+        Ok(live_state(&dir, record))
     }
+
     /// `kill [--all] ID SIGNAL`.
     pub fn kill(&self, id: &str, signal: i32, all: bool) -> Result<(), Error> {
-        let _ = (id, signal, all);
-        Err(Error::NotBuilt)
+        state::validate_id(id)?;
+        let dir = self.root.join(id);
+        let record = state::load(&dir, id)?;
+        if state::live_status(&dir, &record) == Status::Stopped {
+            return Err(Error::NotRunning);
+        }
+        if all {
+            return signal_all(&record, signal);
+        }
+        let pidfd = open_init(&record)?;
+        let pid = record.state.pid;
+        pier_sys::pidfd::send_signal(&pidfd, signal).map_err(|source| Error::Signal {
+            pid,
+            signal,
+            source,
+        })
     }
+
     /// `delete [--force] ID`.
     pub fn delete(&self, id: &str, force: bool) -> Result<(), Error> {
-        let _ = (id, force);
-        Err(Error::NotBuilt)
+        let dir = Dir::open(&self.root, id)?;
+        let record = dir.load(id)?;
+        let status = state::live_status(&dir.path, &record);
+        match status {
+            Status::Stopped => {}
+            Status::Created | Status::Creating => stop(&record, false)?,
+            _ if force => stop(&record, status == Status::Paused)?,
+            _ => {
+                return Err(Error::NotStopped {
+                    id: id.to_owned(),
+                    status,
+                })
+            }
+        }
+        let errors = teardown(&dir, &record);
+        match errors.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Teardown {
+                id: id.to_owned(),
+                errors,
+            }),
+        }
     }
+
     /// `exec ID`: returns the exit code (0 with `detach`).
     pub fn exec(&self, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
-        let _ = (id, opts);
-        Err(Error::NotBuilt)
+        crate::exec::exec(self, id, opts)
     }
+
     /// `ps ID`: host pids of the container's processes.
     pub fn ps(&self, id: &str) -> Result<Vec<i32>, Error> {
-        let _ = id;
-        Err(Error::NotBuilt)
+        state::validate_id(id)?;
+        let record = state::load(&self.root.join(id), id)?;
+        match &record.cgroup {
+            Some(cgroup) => cgroup.pids().map_err(|e| Error::Cgroup {
+                step: "list pids",
+                source: e,
+            }),
+            None => Ok(Vec::new()),
+        }
     }
+
     /// `list`: every container under the root.
     pub fn list(&self) -> Result<Vec<State>, Error> {
-        Err(Error::NotBuilt)
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("read root directory", &self.root, e)),
+        };
+        let mut states = Vec::new();
+        for entry in entries.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if let Ok(record) = state::load(&entry.path(), &id) {
+                states.push(live_state(&entry.path(), record));
+            }
+        }
+        states.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(states)
     }
+
     /// `pause ID`.
     pub fn pause(&self, id: &str) -> Result<(), Error> {
-        let _ = id;
-        Err(Error::NotBuilt)
+        self.freezer(id, Status::Running, Status::Paused)
     }
+
     /// `resume ID`.
     pub fn resume(&self, id: &str) -> Result<(), Error> {
-        let _ = id;
-        Err(Error::NotBuilt)
+        self.freezer(id, Status::Paused, Status::Running)
     }
+
+    fn freezer(&self, id: &str, from: Status, to: Status) -> Result<(), Error> {
+        let dir = Dir::open(&self.root, id)?;
+        let mut record = dir.load(id)?;
+        let status = state::live_status(&dir.path, &record);
+        if status != from {
+            return Err(match from {
+                Status::Paused => Error::Usage("container not paused"),
+                _ => Error::NotRunning,
+            });
+        }
+        let cgroup = record
+            .cgroup
+            .as_ref()
+            .ok_or(Error::Unsupported("pause without a cgroup"))?;
+        let done = if to == Status::Paused {
+            cgroup.freeze()
+        } else {
+            cgroup.thaw()
+        };
+        done.map_err(|e| Error::Cgroup {
+            step: if to == Status::Paused {
+                "freeze"
+            } else {
+                "thaw"
+            },
+            source: e,
+        })?;
+        record.state.status = to.as_str().into();
+        dir.save(&record)
+    }
+
     /// `update ID --resources`.
     pub fn update(&self, id: &str, resources: &LinuxResources) -> Result<(), Error> {
-        let _ = (id, resources);
-        Err(Error::NotBuilt)
+        let dir = Dir::open(&self.root, id)?;
+        let record = dir.load(id)?;
+        if state::live_status(&dir.path, &record) == Status::Stopped {
+            return Err(Error::NotRunning);
+        }
+        let cgroup = record
+            .cgroup
+            .as_ref()
+            .ok_or(Error::Unsupported("update without a cgroup"))?;
+        cgroup.apply(resources).map_err(|e| Error::Cgroup {
+            step: "update resources",
+            source: e,
+        })
     }
+}
+
+fn live_state(dir: &Path, record: Record) -> State {
+    let status = state::live_status(dir, &record);
+    let mut state = record.state;
+    state.status = status.as_str().into();
+    if status == Status::Stopped {
+        state.pid = 0;
+    }
+    state
+}
+
+/// Opens `exec.fifo` for writing (the held init has it open, so this does not block; ENXIO means
+/// the init is gone), writes the byte the init waits for, removes the fifo.
+fn release_init(dir: &Dir) -> Result<(), Error> {
+    use nix::fcntl::OFlag;
+    let path = dir.fifo();
+    let flags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fifo = match nix::fcntl::open(&path, flags, nix::sys::stat::Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENXIO) => {
+            return Err(Error::Usage("cannot start a container that has stopped"))
+        }
+        Err(e) => return Err(Error::io("open", &path, e.into())),
+    };
+    nix::unistd::write(&fifo, &[0]).map_err(|e| Error::io("write", &path, e.into()))?;
+    std::fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))
+}
+
+fn signal_all(record: &Record, signal: i32) -> Result<(), Error> {
+    let cgroup = record
+        .cgroup
+        .as_ref()
+        .ok_or(Error::Unsupported("kill --all without a cgroup"))?;
+    let pids = cgroup.pids().map_err(|e| Error::Cgroup {
+        step: "list pids",
+        source: e,
+    })?;
+    for pid in pids {
+        let sent =
+            pier_sys::pidfd::open(pid).and_then(|fd| pier_sys::pidfd::send_signal(&fd, signal));
+        match sent {
+            Err(e) if e.raw_os_error() != Some(libc::ESRCH) => {
+                return Err(Error::Signal {
+                    pid,
+                    signal,
+                    source: e,
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// SIGKILLs the container (every process of its cgroup, thawing a frozen one) and waits on the
+/// init's pidfd until it has exited.
+fn stop(record: &Record, frozen: bool) -> Result<(), Error> {
+    let pidfd = match open_init(record) {
+        Ok(fd) => fd,
+        Err(_) => return Ok(()),
+    };
+    let pid = record.state.pid;
+    pier_sys::pidfd::send_signal(&pidfd, libc::SIGKILL).map_err(|source| Error::Signal {
+        pid,
+        signal: 9,
+        source,
+    })?;
+    if let Some(cgroup) = &record.cgroup {
+        let _ = signal_all(record, libc::SIGKILL);
+        if frozen {
+            cgroup.thaw().map_err(|e| Error::Cgroup {
+                step: "thaw",
+                source: e,
+            })?;
+        }
+    }
+    pier_sys::pidfd::wait_exited(&pidfd).map_err(Error::Wait)
+}
+
+/// Destroys the cgroup, runs poststop hooks, removes the state directory; returns every failure.
+fn teardown(dir: &Dir, record: &Record) -> Vec<Error> {
+    let mut errors = Vec::new();
+    if let Some(cgroup) = &record.cgroup {
+        if let Err(e) = cgroup.destroy() {
+            errors.push(Error::Cgroup {
+                step: "destroy",
+                source: e,
+            });
+        }
+    }
+    if !record.poststop.is_empty() {
+        if let Err(e) = hooks::run(
+            Phase::Poststop,
+            &record.poststop,
+            &record.state_json(Status::Stopped),
+        ) {
+            errors.push(e.into());
+        }
+    }
+    if let Err(e) = std::fs::remove_dir_all(&dir.path) {
+        errors.push(Error::io("remove state directory", &dir.path, e));
+    }
+    errors
 }
 
 /// The config.json `spec` writes (runc's default: `sh`, terminal, default namespaces, masked
 /// and readonly paths).
 pub fn default_spec() -> Spec {
-    Spec::default()
+    crate::spec::default_spec()
 }
 
 /// The OCI `features` document of this runtime.
 pub fn features() -> serde_json::Value {
-    serde_json::Value::Null
+    crate::spec::features()
 }

@@ -4,10 +4,20 @@
 //! - `rootfs`   : mounts, devices, pivot_root, masked/readonly paths, propagation, sysctl
 //! - `process`, `hooks` : the init's last mile (rlimits, user, capabilities, NNP, LSM labels,
 //!   seccomp, console, preserved fds, exec) and OCI hooks
-//! - `container` and the rest (core): lifecycle, state, namespaces, clone3, the runc verbs
+//! - `container` and the rest (core): lifecycle (`container`, `create`, `exec`, `wait`), the
+//!   state directory (`state`), config parsing (`spec`), namespaces, the forked side (`init`)
+//!   and the parent/child socket (`sync`)
 pub mod container;
+mod create;
+mod exec;
 pub mod hooks;
+mod init;
+mod namespaces;
 pub mod process;
 pub mod rootfs;
+pub mod spec;
+pub mod state;
+mod sync;
+mod wait;
 
 pub use container::{default_spec, features, CreateOptions, Error, ExecOptions, Runtime, State};

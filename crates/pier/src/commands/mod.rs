@@ -29,7 +29,7 @@ mod start;
 mod state;
 mod update;
 
-use crate::log::{self, LogFormat};
+use crate::logging::{self, LogFormat};
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use pier_cgroups::ManagerKind;
@@ -158,7 +158,7 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    if let Err(e) = log::init(
+    if let Err(e) = logging::init(
         cli.global.log.as_deref(),
         cli.global.log_format,
         cli.global.debug,
@@ -169,10 +169,11 @@ pub fn main() -> i32 {
         );
         return 1;
     }
+    log::debug!("{:?}", std::env::args().collect::<Vec<_>>());
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            log::report_error(&format!("{e:#}"));
+            logging::report_error(&format!("{e:#}"));
             1
         }
     }

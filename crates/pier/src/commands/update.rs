@@ -29,7 +29,7 @@ pub struct Args {
     #[arg(long, value_name = "USECS", allow_hyphen_values = true)]
     pub cpu_quota: Option<i64>,
     /// CPU shares (relative weight)
-    #[arg(long, alias = "cpu-shares", value_name = "N")]
+    #[arg(long, visible_alias = "cpu-shares", value_name = "N")]
     pub cpu_share: Option<u64>,
     /// Realtime period in microseconds
     #[arg(long, value_name = "USECS")]

@@ -10,7 +10,7 @@
 //!
 //! Levels: warnings and errors by default, everything with `--debug`.
 //!
-//! Tests: unit tests below; `cli_errors.rs` checks the json error line end to end.
+//! Tests: unit tests below; `tests/cli_basic.rs` checks the json error line end to end.
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -1,0 +1,150 @@
+//! `exec`: a new process in a running container.
+//!
+//! Theory of operation: a pidfd of the container's init (checked against the recorded start time)
+//! is the handle on every namespace of the container. This process enters the container's pid
+//! namespace for its children only, forks with `clone3` directly into the container's cgroup2
+//! directory and returns to its own pid namespace; the child moves itself into the v1
+//! hierarchies, joins all other namespaces in one `setns(pidfd, flags)` (kernel 5.8+) and hands over to `process::exec`. The sync socket is
+//! close-on-exec: end-of-file means the program was exec'd, a message is the failure.
+//!
+//! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
+use crate::container::{Error, ExecOptions, Runtime};
+use crate::init::{self, ExecChild};
+use crate::namespaces::PidForChildren;
+use crate::process::console;
+use crate::spec;
+use crate::state::{self, Record, Status};
+use crate::sync::{self, Msg};
+use crate::wait;
+use nix::sched::CloneFlags;
+use oci_spec::runtime::Spec;
+use pier_sys::clone::Forked;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+
+/// `exec ID`: returns the exit code, or 0 with `--detach` once the program was exec'd.
+pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
+    state::validate_id(id)?;
+    let dir = rt.root.join(id);
+    let record = state::load(&dir, id)?;
+    match state::live_status(&dir, &record) {
+        Status::Stopped => return Err(Error::Usage("cannot exec in a stopped container")),
+        Status::Paused => return Err(Error::Usage("cannot exec in a paused container")),
+        _ => {}
+    }
+    let init = crate::container::open_init(&record)?;
+    let spec = spec::load(&record.state.bundle)?.spec;
+    let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()) {
+        Some(profile) => {
+            let cache = pier_seccomp::Cache::new(rt.root.join(spec::SECCOMP_CACHE));
+            Some(cache.get_or_compile(profile).map_err(Error::Seccomp)?)
+        }
+        None => None,
+    };
+    let console = opts
+        .console_socket
+        .as_deref()
+        .map(console::connect)
+        .transpose()
+        .map_err(Error::Console)?;
+    let (parent_sync, child_sync) =
+        sync::pair().map_err(|e| Error::io("create sync socket", &dir, e))?;
+    let flags = namespace_flags(&spec, record.state.pid);
+    let cgroup_fd = record.cgroup.as_ref().and_then(|c| c.clone_into_fd());
+    let self_join = match &record.cgroup {
+        Some(cgroup) => Some(cgroup.self_join().map_err(|e| Error::Cgroup {
+            step: "open tasks files",
+            source: e,
+        })?),
+        None => None,
+    };
+    let pid_ns = match flags.contains(CloneFlags::CLONE_NEWPID) {
+        true => Some(PidForChildren::enter(&init, &dir)?),
+        false => None,
+    };
+    let forked = pier_sys::clone::fork(0, cgroup_fd.as_ref().map(|fd| fd.as_fd()));
+    drop(pid_ns);
+    let (pid, pidfd, in_cgroup) = match forked.map_err(Error::Clone)? {
+        Forked::Child => {
+            drop(parent_sync);
+            init::exec_child(ExecChild {
+                init: &init,
+                ns_flags: flags - CloneFlags::CLONE_NEWPID,
+                cgroup: self_join.as_ref(),
+                process: &opts.process,
+                sync: child_sync,
+                console,
+                seccomp: seccomp.as_ref(),
+                personality: spec.linux().as_ref().and_then(|l| l.personality().as_ref()),
+                preserve_fds: opts.preserve_fds,
+            })
+        }
+        Forked::Parent {
+            pid,
+            pidfd,
+            in_cgroup,
+        } => (pid, pidfd, in_cgroup),
+    };
+    drop((child_sync, console));
+    if cgroup_fd.is_some() && !in_cgroup {
+        join_v2(&record, pid, &pidfd)?;
+    }
+    match parent_sync.recv() {
+        Ok(None) => {}
+        Ok(Some(Msg::Failed(text))) => return Err(fail(&pidfd, Error::Init(text))),
+        Ok(Some(_)) => {
+            return Err(fail(
+                &pidfd,
+                Error::Init("unexpected message from the exec process".into()),
+            ))
+        }
+        Err(e) => return Err(fail(&pidfd, Error::io("read sync socket", &dir, e))),
+    }
+    if let Some(path) = &opts.pid_file {
+        state::write_atomic(path, pid.to_string().as_bytes())
+            .map_err(|e| Error::io("write pid file", path, e))?;
+    }
+    if opts.detach {
+        return Ok(0);
+    }
+    wait::wait_forwarding(&pidfd)
+}
+
+/// Fallback when clone3 could not place the process in the cgroup2 directory.
+fn join_v2(record: &Record, pid: i32, pidfd: &OwnedFd) -> Result<(), Error> {
+    let Some(cgroup) = &record.cgroup else {
+        return Ok(());
+    };
+    cgroup.add_process(pid, false).map_err(|e| {
+        fail(
+            pidfd,
+            Error::Cgroup {
+                step: "add the exec process",
+                source: e,
+            },
+        )
+    })
+}
+
+fn fail(pidfd: &OwnedFd, err: Error) -> Error {
+    crate::create::kill_and_reap(pidfd);
+    err
+}
+
+/// The namespaces of the spec, minus a user namespace that is already ours (setns would refuse).
+fn namespace_flags(spec: &Spec, init_pid: i32) -> CloneFlags {
+    let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    let mut flags = CloneFlags::empty();
+    for ns in namespaces.into_iter().flatten() {
+        flags |= CloneFlags::from_bits_retain(ns.typ() as i32);
+    }
+    if flags.contains(CloneFlags::CLONE_NEWUSER) && same_user_ns(init_pid) {
+        flags -= CloneFlags::CLONE_NEWUSER;
+    }
+    flags
+}
+
+fn same_user_ns(pid: i32) -> bool {
+    let ino = |p: String| std::fs::metadata(p).map(|m| (m.dev(), m.ino())).ok();
+    ino("/proc/self/ns/user".into()) == ino(format!("/proc/{pid}/ns/user"))
+}

@@ -1,0 +1,139 @@
+//! Paths inside the container's root, resolved so that they can never leave it.
+//!
+//! Theory of operation: before the pivot, the image's own symlinks are still resolved against
+//! the host's `/`, so a naive `join` would let an image with `etc -> /etc` make pier mount over
+//! the host's `/etc`. Every destination is therefore opened with `openat2(RESOLVE_IN_ROOT)`
+//! relative to an fd of the root: absolute symlinks and `..` are clamped at the root, exactly as
+//! they will resolve after the pivot. The result is an `O_PATH` fd; mounts are made onto the fd
+//! (`move_mount` with an empty path, or `mount(2)` on `/proc/self/fd/N`), never onto a path
+//! string that could be swapped. Missing destinations are created one component at a time with
+//! `mkdirat`/`openat(O_CREAT|O_NOFOLLOW)` under a parent that was itself resolved in the root.
+//!
+//! Privileges: whatever the root's permissions require. Tests: `tests/priv_rootfs.rs`
+//! (the symlink escape cases) and the unit test below.
+use nix::errno::Errno;
+use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{mkdirat, Mode};
+use std::ffi::CStr;
+use std::io::Write;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+/// What to create when a destination is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Dir,
+    File,
+}
+
+/// Opens `path` (absolute or relative, both taken inside the root) as an `O_PATH` fd.
+pub(crate) fn open_in_root(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, Errno> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    if path.as_os_str().is_empty() {
+        return openat2(root, ".", how);
+    }
+    openat2(root, path, how)
+}
+
+/// Opens `path` inside the root, creating it (and missing parents, as directories) if needed.
+pub(crate) fn ensure(root: BorrowedFd<'_>, path: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
+    match open_in_root(root, path) {
+        Err(Errno::ENOENT) => {}
+        other => return other,
+    }
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Errno::ENOENT);
+    };
+    let dir = ensure(root, parent, Kind::Dir)?;
+    match kind {
+        Kind::Dir => match mkdirat(&dir, name, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(e),
+        },
+        Kind::File => {
+            let flags = OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+            openat(&dir, name, flags, Mode::from_bits_truncate(0o644))?;
+        }
+    }
+    open_in_root(root, path)
+}
+
+/// `/proc/self/fd/N` for `mount(2)`, which takes paths only; built on the stack.
+pub(crate) struct ProcFd {
+    buf: [u8; 32],
+}
+
+impl ProcFd {
+    pub fn new(fd: BorrowedFd<'_>) -> Self {
+        let mut buf = [0u8; 32];
+        let mut w = &mut buf[..];
+        // 14 bytes of prefix + at most 10 digits + NUL fit in 32 bytes.
+        let _ = write!(w, "/proc/self/fd/{}\0", fd.as_raw_fd());
+        Self { buf }
+    }
+
+    pub fn as_cstr(&self) -> &CStr {
+        CStr::from_bytes_until_nul(&self.buf).unwrap_or(c"/proc/self/fd")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn ensure_stays_inside_the_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&root_dir).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root_dir.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../../../outside", root_dir.join("rel")).unwrap();
+        std::fs::create_dir_all(root_dir.join(outside.strip_prefix("/").unwrap())).unwrap();
+        std::fs::create_dir_all(root_dir.join("outside")).unwrap();
+        let root = nix::fcntl::open(&root_dir, OFlag::O_PATH, Mode::empty()).unwrap();
+
+        ensure(root.as_fd(), Path::new("/abs/a/b"), Kind::Dir).unwrap();
+        ensure(root.as_fd(), Path::new("rel/f"), Kind::File).unwrap();
+
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "escaped the root"
+        );
+        let inside = root_dir.join(outside.strip_prefix("/").unwrap());
+        assert!(inside.join("a/b").is_dir());
+        assert!(root_dir.join("outside/f").is_file());
+    }
+
+    #[test]
+    fn a_symlink_dangling_inside_the_root_is_an_error_not_an_escape() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&root_dir).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root_dir.join("abs")).unwrap();
+        let root = nix::fcntl::open(&root_dir, OFlag::O_PATH, Mode::empty()).unwrap();
+
+        let err = ensure(root.as_fd(), Path::new("/abs/a"), Kind::Dir).unwrap_err();
+        assert_eq!(err, Errno::ENOENT);
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "escaped the root"
+        );
+    }
+
+    #[test]
+    fn proc_fd_path() {
+        let f = std::fs::File::open("/").unwrap();
+        let p = ProcFd::new(f.as_fd());
+        assert_eq!(
+            p.as_cstr().to_str().unwrap(),
+            format!("/proc/self/fd/{}", f.as_raw_fd())
+        );
+    }
+}

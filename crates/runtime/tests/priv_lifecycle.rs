@@ -1,0 +1,372 @@
+//! Privileged lifecycle tests of the runtime API with a real busybox container.
+//!
+//! Each test builds a bundle in a temp dir (`/bin/busybox` is busybox-static, linked as the
+//! commands the test needs) and uses a temp `--root`; the containers get `cgroupsPath`
+//! `/pier-test-<id>` so the test can check that no cgroup is left. The inits are children of the
+//! test process, so a test can also check that no process is left. Tests run one at a time (a
+//! process forked from a multi-threaded parent should not race other threads' allocations, and
+//! "no child left" is only meaningful per test). Needs root: skips with a reason outside CI,
+//! fails under CI=true.
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use pier_cgroups::ManagerKind;
+use pier_runtime::{CreateOptions, Error, ExecOptions, Runtime};
+use serde_json::{json, Value};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root_or_skip() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true: privileged tests need root"
+    );
+    eprintln!("skipping: needs root");
+    false
+}
+
+/// A bundle and a runtime root in temp dirs, removed on drop (containers deleted first).
+struct Fixture {
+    rt: Runtime,
+    bundle: tempfile::TempDir,
+    _root: tempfile::TempDir,
+    ids: Vec<String>,
+}
+
+impl Fixture {
+    fn new(id: &str, args: &[&str]) -> Fixture {
+        let bundle = tempfile::Builder::new()
+            .prefix("pier-test-bundle-")
+            .tempdir()
+            .unwrap();
+        let root = tempfile::Builder::new()
+            .prefix("pier-test-root-")
+            .tempdir()
+            .unwrap();
+        make_rootfs(&bundle.path().join("rootfs"));
+        let f = Fixture {
+            rt: Runtime {
+                root: root.path().join("state"),
+                cgroup_manager: ManagerKind::Cgroupfs,
+            },
+            bundle,
+            _root: root,
+            ids: vec![id.to_owned()],
+        };
+        f.write_config(id, args, |_| {});
+        f
+    }
+
+    fn write_config(&self, id: &str, args: &[&str], edit: impl FnOnce(&mut Value)) {
+        let mut spec = serde_json::to_value(pier_runtime::default_spec()).unwrap();
+        spec["process"]["terminal"] = json!(false);
+        spec["process"]["args"] = json!(args);
+        spec["process"]["env"] = json!(["PATH=/bin"]);
+        spec["process"]["capabilities"]["ambient"] = json!([]);
+        spec["hostname"] = json!("pier-test");
+        spec["linux"]["cgroupsPath"] = json!(format!("/pier-test-{id}"));
+        edit(&mut spec);
+        std::fs::write(self.bundle.path().join("config.json"), spec.to_string()).unwrap();
+    }
+
+    fn opts(&self) -> CreateOptions {
+        CreateOptions {
+            bundle: self.bundle.path().to_owned(),
+            ..CreateOptions::default()
+        }
+    }
+
+    fn root_entries(&self) -> Vec<String> {
+        match std::fs::read_dir(&self.rt.root) {
+            Ok(d) => d
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            let _ = self.rt.delete(id, true);
+        }
+        reap_all();
+    }
+}
+
+fn make_rootfs(rootfs: &Path) {
+    let bin = rootfs.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
+    for cmd in ["sh", "true", "sleep", "cat", "hostname", "ls"] {
+        std::os::unix::fs::symlink("busybox", bin.join(cmd)).unwrap();
+    }
+    for dir in ["proc", "dev", "sys", "tmp"] {
+        std::fs::create_dir_all(rootfs.join(dir)).unwrap();
+    }
+}
+
+/// Reaps every exited child; true when no child is left at all.
+fn reap_all() -> bool {
+    loop {
+        match waitid(Id::All, WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => continue,
+            Err(_) => return true,
+        }
+    }
+}
+
+fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let dir = entry.path().join(format!("pier-test-{id}"));
+        if dir.exists() {
+            found.push(dir);
+        }
+    }
+    found
+}
+
+fn status(rt: &Runtime, id: &str) -> String {
+    rt.state(id).unwrap().status
+}
+
+/// Waits (on a pidfd, the init being our child) until the init exited, and reaps it.
+fn wait_init(pid: i32) {
+    let fd = pier_sys::pidfd::open(pid).unwrap();
+    let _ = waitid(Id::PIDFd(fd.as_fd()), WaitPidFlag::WEXITED);
+}
+
+#[test]
+fn create_start_kill_delete() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-lifecycle";
+    let f = Fixture::new(id, &["sleep", "1000"]);
+    let pid_file = f._root.path().join("pid");
+    let opts = CreateOptions {
+        pid_file: Some(pid_file.clone()),
+        ..f.opts()
+    };
+    f.rt.create(id, &opts).unwrap();
+    let state = f.rt.state(id).unwrap();
+    assert_eq!(state.status, "created");
+    assert!(state.pid > 0);
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap(),
+        state.pid.to_string()
+    );
+    assert_eq!(f.rt.list().unwrap().len(), 1);
+    assert!(f.rt.ps(id).unwrap().contains(&state.pid));
+    f.rt.start(id).unwrap();
+    assert_eq!(status(&f.rt, id), "running");
+    assert_eq!(
+        f.rt.start(id).unwrap_err().to_string(),
+        "cannot start an already running container"
+    );
+    f.rt.kill(id, libc::SIGKILL, false).unwrap();
+    wait_init(state.pid);
+    assert_eq!(status(&f.rt, id), "stopped");
+    assert_eq!(
+        f.rt.kill(id, libc::SIGTERM, false).unwrap_err().to_string(),
+        "container not running"
+    );
+    assert_eq!(
+        f.rt.start(id).unwrap_err().to_string(),
+        "cannot start a container that has stopped"
+    );
+    f.rt.delete(id, false).unwrap();
+    assert!(f.root_entries().is_empty(), "{:?}", f.root_entries());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+    assert_eq!(
+        f.rt.state(id).unwrap_err().to_string(),
+        format!("container {id} does not exist")
+    );
+}
+
+#[test]
+fn delete_created_never_started() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-created";
+    let f = Fixture::new(id, &["true"]);
+    f.rt.create(id, &f.opts()).unwrap();
+    f.rt.delete(id, false).unwrap();
+    assert!(reap_all(), "the held init is gone");
+    assert!(f.root_entries().is_empty());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
+fn delete_force_running() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-force";
+    let f = Fixture::new(id, &["sleep", "1000"]);
+    f.rt.create(id, &f.opts()).unwrap();
+    f.rt.start(id).unwrap();
+    let err = f.rt.delete(id, false).unwrap_err();
+    assert!(matches!(err, Error::NotStopped { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("cannot delete container {id} that is not stopped: running")
+    );
+    f.rt.delete(id, true).unwrap();
+    assert!(reap_all());
+    assert!(f.root_entries().is_empty());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
+fn run_returns_exit_codes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-run";
+    let f = Fixture::new(
+        id,
+        &["sh", "-c", "[ \"$(hostname)\" = pier-test ] && exit 3"],
+    );
+    assert_eq!(f.rt.run(id, &f.opts(), false).unwrap(), 3);
+    assert!(f.root_entries().is_empty());
+    // Without a pid namespace the shell is not an init, so SIGKILL from itself works.
+    f.write_config(id, &["sh", "-c", "kill -9 $$"], |spec| {
+        spec["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|ns| ns["type"] != "pid");
+    });
+    assert_eq!(f.rt.run(id, &f.opts(), false).unwrap(), 128 + 9);
+    f.write_config(id, &["true"], |_| {});
+    assert_eq!(f.rt.run(id, &f.opts(), false).unwrap(), 0);
+    assert!(f.root_entries().is_empty());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
+fn exec_in_running_container() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-exec";
+    let f = Fixture::new(id, &["sleep", "1000"]);
+    f.rt.create(id, &f.opts()).unwrap();
+    f.rt.start(id).unwrap();
+    let spec = pier_runtime::default_spec();
+    let mut process = spec.process().clone().unwrap();
+    process.set_terminal(Some(false));
+    process.set_env(Some(vec!["PATH=/bin".into()]));
+    process.set_capabilities(None);
+    process.set_args(Some(vec![
+        "sh".into(),
+        "-c".into(),
+        "[ \"$(hostname)\" = pier-test ] && exit 5".into(),
+    ]));
+    let opts = ExecOptions {
+        process,
+        detach: false,
+        pid_file: None,
+        console_socket: None,
+        preserve_fds: 0,
+    };
+    assert_eq!(f.rt.exec(id, &opts).unwrap(), 5);
+    let pids = f.rt.ps(id).unwrap();
+    assert_eq!(pids.len(), 1, "only the init remains: {pids:?}");
+    f.rt.delete(id, true).unwrap();
+    let err = f.rt.exec(id, &opts).unwrap_err();
+    assert_eq!(err.to_string(), format!("container {id} does not exist"));
+}
+
+#[test]
+fn unknown_and_duplicate_ids() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-dup";
+    let f = Fixture::new(id, &["true"]);
+    for err in [
+        f.rt.state("nope"),
+        f.rt.start("nope").map(|_| unreachable!()),
+        f.rt.delete("nope", true).map(|_| unreachable!()),
+    ] {
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "container nope does not exist"
+        );
+    }
+    assert!(matches!(
+        f.rt.create("a/b", &f.opts()),
+        Err(Error::InvalidId(_))
+    ));
+    f.rt.create(id, &f.opts()).unwrap();
+    let err = f.rt.create(id, &f.opts()).unwrap_err();
+    assert_eq!(err.to_string(), format!("container with id exists: {id}"));
+    assert_eq!(
+        status(&f.rt, id),
+        "created",
+        "the first container is untouched"
+    );
+}
+
+#[test]
+fn failure_in_the_init_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-badmount";
+    let f = Fixture::new(id, &["true"]);
+    f.write_config(id, &["true"], |spec| {
+        let mounts = spec["mounts"].as_array_mut().unwrap();
+        mounts.push(json!({"destination": "/mnt", "type": "bind", "source": "/nonexistent/pier-test", "options": ["rbind"]}));
+    });
+    let err = f.rt.create(id, &f.opts()).unwrap_err();
+    assert!(matches!(err, Error::Init(_)), "{err}");
+    assert!(err.to_string().contains("/nonexistent/pier-test"), "{err}");
+    assert!(reap_all(), "no process left");
+    assert!(f.root_entries().is_empty(), "{:?}", f.root_entries());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
+fn bad_bundle_is_named() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-badbundle";
+    let f = Fixture::new(id, &["true"]);
+    std::fs::remove_dir_all(f.bundle.path().join("rootfs")).unwrap();
+    let err = f.rt.create(id, &f.opts()).unwrap_err().to_string();
+    assert!(
+        err.contains("rootfs") && err.contains("does not exist"),
+        "{err}"
+    );
+    std::fs::write(
+        f.bundle.path().join("config.json"),
+        "{\"ociVersion\": \"1.0.0\", \"process\": 3}",
+    )
+    .unwrap();
+    let err = f.rt.create(id, &f.opts()).unwrap_err().to_string();
+    assert!(
+        err.contains("config.json") && err.contains("process"),
+        "{err}"
+    );
+    assert!(f.root_entries().is_empty(), "{:?}", f.root_entries());
+}
