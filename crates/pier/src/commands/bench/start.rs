@@ -67,7 +67,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "pier bench start needs root: it creates namespaces, mounts and cgroups"
     );
     let temp = std::env::temp_dir();
-    let crun_ns = CrunNamespace::prepare().context("preparing crun's mount namespace")?;
+    let wants_crun = args.rows.contains(&Runtime::Crun);
+    let (crun_ns, crun_problem) = match wants_crun.then(CrunNamespace::prepare) {
+        Some(Err(e)) => (
+            None,
+            Some(format!("cannot prepare crun's mount namespace: {e:#}")),
+        ),
+        Some(Ok(ns)) => (ns, None),
+        None => (None, None),
+    };
     sweep_stale(&temp, crun_ns.as_ref());
     let work = temp.join(format!("pier-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
@@ -83,6 +91,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "nothing to measure: every row was skipped"
     );
     bench.rows = planned;
+    for row in bench.rows.iter_mut().filter(|r| r.runtime == Runtime::Crun) {
+        row.failure.clone_from(&crun_problem);
+    }
     measure(&mut bench, args.warmup as usize, args.runs as usize);
     let notes = rows::sweep(&bench.rows, bench.crun_ns.as_ref());
     let report = Report {
