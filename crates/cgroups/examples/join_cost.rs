@@ -10,6 +10,8 @@
 //!   parent's `add_process` afterwards (reads /proc/<pid>/cgroup, writes nothing);
 //! - `destroy`.
 //!
+//! With JOIN_COST_USERNS=1 the child enters a new user namespace between opening the `tasks`
+//! files and joining, as a container init with a user namespace would.
 //! Everything it makes is named `pier-test-bench-*` and removed before it exits.
 use pier_cgroups::{Cgroup, Hierarchies, ManagerKind};
 use std::io::{BufRead, BufReader, Write};
@@ -58,6 +60,7 @@ struct Results {
     create: Vec<f64>,
     first_procs: Vec<f64>,
     burst_rest: Vec<f64>,
+    open_tasks: Vec<f64>,
     self_join: Vec<f64>,
     add_after_join: Vec<f64>,
     destroy: Vec<f64>,
@@ -79,6 +82,11 @@ impl Results {
             "cgroup.procs, next {} writes (burst) {:8.3} ms total",
             n - 1,
             median(&mut self.burst_rest)
+        );
+        println!(
+            "self_join(): open {} tasks files    {:8.3} ms",
+            n - 1,
+            median(&mut self.open_tasks)
         );
         println!(
             "self-join, {} v1 tasks writes        {:8.3} ms total",
@@ -171,7 +179,11 @@ fn round(r: &mut Results, name: &str) {
     BufReader::new(child.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .expect("child report");
-    r.self_join.push(line.trim().parse().expect("child timing"));
+    let mut figures = line
+        .split_whitespace()
+        .map(|f| f.parse::<f64>().expect("child timing"));
+    r.open_tasks.push(figures.next().expect("open time"));
+    r.self_join.push(figures.next().expect("join time"));
     let t = Instant::now();
     cg.add_process(child.id() as i32, true)
         .expect("add_process");
@@ -184,18 +196,21 @@ fn round(r: &mut Results, name: &str) {
     r.destroy.push(ms(t));
 }
 
-/// Child mode: join the v1 hierarchies of `name` itself and report the time in ms, then
+/// Child mode: join the v1 hierarchies of `name` itself and report the times (open, join)
+/// in ms, then
 /// wait for the parent (stdin closed) before exiting.
 fn child(name: &str) {
     let cg = create(name);
+    let t = Instant::now();
     let join = cg.self_join().expect("open tasks files");
+    let opened = ms(t);
     if std::env::var_os("JOIN_COST_USERNS").is_some() {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).expect("unshare user ns");
     }
     let t = Instant::now();
     join.join().expect("self-join");
     let took = ms(t);
-    println!("{took}");
+    println!("{opened} {took}");
     std::io::stdout().flush().expect("flush");
     let mut rest = String::new();
     let _ = std::io::stdin().read_line(&mut rest);

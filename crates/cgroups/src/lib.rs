@@ -31,11 +31,14 @@
 //!   and a later `update` of cpuset or blkio limits would need a freeze-and-move.
 //!   Not done: remounting with `favordynmods`, which would make every cgroup.procs write cheap
 //!   but is a host-global setting.
+//! - `stats` reads usage for `pier events` (stats.rs); `signal_all` signals every process
+//!   without racing forks (kill.rs: cgroup.kill, or freeze/signal/thaw).
 //! - Freezer: v1 freezer.state when the container has a v1 freezer directory, else cgroup2's
 //!   cgroup.freeze (freezer.rs). Teardown removes every directory, retrying on EBUSY while
 //!   exiting tasks drain, continuing past failures and reporting all of them.
-//! - Device rules: v1 devices.allow/deny. cgroup2 needs a BPF device program, not implemented:
-//!   the default rule set passes with a warning, any other deny rule is refused (v2.rs).
+//! - Device rules: v1 devices.allow/deny where the devices hierarchy exists, else a
+//!   BPF_CGROUP_DEVICE program compiled from the rules and attached to the cgroup2 directory
+//!   (devices.rs; pure v2 hosts).
 //! - systemd: the scope path is computed like systemd would; without a running systemd
 //!   `create` fails with a hint to use cgroupfs; with one, the directories are made through
 //!   cgroupfs at that path (no transient unit is registered over D-Bus).
@@ -43,14 +46,17 @@
 //! Privileges: root (or a delegated tree) for everything but path and mountinfo parsing.
 //! Tests: unit tests beside each module; crates/cgroups/tests/priv_cgroups.rs (root).
 mod convert;
+pub mod devices;
 mod error;
 mod freezer;
 mod fsio;
 pub mod hierarchy;
 mod join;
+mod kill;
 pub mod path;
 mod resources;
 mod setup;
+mod stats;
 mod v1;
 mod v2;
 
@@ -58,6 +64,7 @@ pub use convert::{blkio_to_io_weight, shares_to_weight};
 pub use error::Error;
 pub use hierarchy::{Hierarchies, Hierarchy};
 pub use join::SelfJoin;
+pub use stats::{CpuStats, CpuUsage, MemoryStats, MemoryUsage, PidsStats, Stats, Throttling};
 
 use freezer::Freezer;
 use hierarchy::memberships;
@@ -326,6 +333,22 @@ impl Cgroup {
                 op: "list the container's processes",
             })?;
         fsio::read_pids(&dir.path, "cgroup.procs")
+    }
+
+    /// Sends `signal` to every process of the cgroup (`kill --all`, `delete --force`): SIGKILL
+    /// through cgroup.kill where there is one, else freeze, signal each pid, thaw (kill.rs).
+    pub fn signal_all(&self, signal: nix::sys::signal::Signal) -> Result<(), Error> {
+        kill::signal_all(self, signal)
+    }
+
+    /// Usage figures for `pier events --stats` (runc's stats shape, see stats.rs).
+    pub fn stats(&self) -> Result<Stats, Error> {
+        if self.dirs.is_empty() {
+            return Err(Error::Disabled {
+                op: "read statistics",
+            });
+        }
+        stats::read_all(self)
     }
 
     /// Removes the cgroup directories (after the processes are gone), and the empty parents

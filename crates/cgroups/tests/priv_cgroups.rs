@@ -4,8 +4,8 @@
 //! destroys the cgroup on drop, so the host is left as found even when an assertion fails.
 //! Without root the tests print why and pass, except under CI=true where they fail.
 use oci_spec::runtime::{
-    LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemoryBuilder,
-    LinuxPidsBuilder, LinuxResources, LinuxResourcesBuilder,
+    LinuxBlockIoBuilder, LinuxCpuBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType,
+    LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources, LinuxResourcesBuilder,
 };
 use pier_cgroups::{shares_to_weight, Cgroup, Hierarchies, ManagerKind};
 use std::path::{Path, PathBuf};
@@ -97,6 +97,12 @@ fn resources(pids: i64) -> LinuxResources {
                 .unwrap(),
         )
         .devices(vec![deny_all, null])
+        .block_io(
+            LinuxBlockIoBuilder::default()
+                .weight(500u16)
+                .build()
+                .unwrap(),
+        )
         .build()
         .unwrap()
 }
@@ -118,6 +124,13 @@ fn assert_limits(cg: &Cgroup, pids: i64) {
         assert_eq!(read(cpu, "cpu.cfs_period_us"), "100000");
         let devices = read(&cg.v1_dir("devices").unwrap().path, "devices.list");
         assert_eq!(devices, "c 1:3 rwm");
+        let blkio = &cg.v1_dir("blkio").unwrap().path;
+        let weight_file = if blkio.join("blkio.weight").exists() {
+            "blkio.weight"
+        } else {
+            "blkio.bfq.weight"
+        };
+        assert_eq!(read(blkio, weight_file), "500");
     } else {
         let dir = &cg.v2_dir().unwrap().path;
         assert_eq!(read(dir, "memory.max"), (64 * MIB).to_string());
@@ -172,6 +185,9 @@ fn lifecycle_limits_freeze_pids_destroy() {
         );
     }
     assert_eq!(cg.pids().expect("pids"), vec![pid as i32]);
+    let stats = cg.stats().expect("stats");
+    assert_eq!((stats.pids.current, stats.pids.limit), (1, 32));
+    assert_eq!(stats.memory.usage.limit, 64 * MIB as u64);
 
     cg.freeze().expect("freeze");
     assert!(cg.is_frozen().unwrap());
@@ -186,8 +202,13 @@ fn lifecycle_limits_freeze_pids_destroy() {
     assert_limits(&cg, 64);
 
     let mut child = guard.children.pop().unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    cg.signal_all(nix::sys::signal::Signal::SIGTERM)
+        .expect("signal_all");
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15)
+    );
     cg.destroy().expect("destroy");
     assert_all_gone(&dirs);
     cg.destroy().expect("destroy is idempotent");
@@ -293,4 +314,120 @@ fn disabled_and_systemd_managers() {
             "{err}"
         );
     }
+}
+
+/// Runs `sh` in the cgroup and reports which of /dev/null and /dev/zero it could read.
+fn probe_devices(cg: &Cgroup) -> String {
+    use std::io::{Read, Write};
+    let script =
+        "read go; cat /dev/null && echo null-ok; head -c1 /dev/zero >/dev/null && echo zero-ok";
+    let mut child = Command::new("sh")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn sh");
+    let moved = cg.add_process(child.id() as i32, false);
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(b"go\n");
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child.wait().unwrap();
+    moved.expect("add_process");
+    out
+}
+
+#[test]
+fn cgroup2_device_program_enforces_and_replaces() {
+    if !have_root("cgroup2_device_program_enforces_and_replaces") {
+        return;
+    }
+    let name = unique("dev");
+    let path = PathBuf::from(format!("/{name}"));
+    let cgroup = Cgroup::create(&name, Some(&path), ManagerKind::Cgroupfs, None).expect("create");
+    let guard = Guard {
+        cgroup,
+        children: Vec::new(),
+    };
+    let Some(v2) = guard.cgroup.v2_dir() else {
+        eprintln!("no cgroup2 mount: nothing to test");
+        return;
+    };
+    let rule = |allow: bool, minor: Option<i64>| {
+        let b = LinuxDeviceCgroupBuilder::default()
+            .allow(allow)
+            .access("rwm");
+        match minor {
+            Some(m) => b.typ(LinuxDeviceType::C).major(1).minor(m),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    };
+    let null_only = [rule(false, None), rule(true, Some(3))];
+    pier_cgroups::devices::apply(&v2.path, &null_only).expect("install device program");
+    let out = probe_devices(&guard.cgroup);
+    assert!(out.contains("null-ok") && !out.contains("zero-ok"), "{out}");
+
+    let null_and_zero = [rule(false, None), rule(true, Some(3)), rule(true, Some(5))];
+    pier_cgroups::devices::apply(&v2.path, &null_and_zero).expect("replace device program");
+    let out = probe_devices(&guard.cgroup);
+    assert!(out.contains("null-ok") && out.contains("zero-ok"), "{out}");
+    let dir = std::fs::File::open(&v2.path).unwrap();
+    let ids = pier_sys::cgroup::device_program_ids(std::os::fd::AsFd::as_fd(&dir)).unwrap();
+    assert_eq!(ids.len(), 1, "the old program is detached");
+}
+
+#[test]
+fn cgroup2_freezer() {
+    if !have_root("cgroup2_freezer") {
+        return;
+    }
+    let name = unique("frz2");
+    let path = PathBuf::from(format!("/{name}"));
+    let cgroup = Cgroup::create(&name, Some(&path), ManagerKind::Cgroupfs, None).expect("create");
+    let mut guard = Guard {
+        cgroup,
+        children: Vec::new(),
+    };
+    let Some(v2) = guard.cgroup.v2_dir().cloned() else {
+        eprintln!("no cgroup2 mount: nothing to test");
+        return;
+    };
+    let child = Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .expect("spawn sleep");
+    let pid = child.id();
+    guard.children.push(child);
+    guard
+        .cgroup
+        .add_process(pid as i32, false)
+        .expect("add_process");
+    // The same container seen through its cgroup2 directory only: the v2 freezer.
+    let only_v2 = Cgroup {
+        kind: ManagerKind::Cgroupfs,
+        dirs: vec![v2.clone()],
+    };
+    only_v2.freeze().expect("freeze");
+    assert!(only_v2.is_frozen().unwrap());
+    assert!(read(&v2.path, "cgroup.events").contains("frozen 1"));
+    only_v2.thaw().expect("thaw");
+    assert!(!only_v2.is_frozen().unwrap());
+    assert_eq!(only_v2.pids().unwrap(), vec![pid as i32]);
+    only_v2
+        .signal_all(nix::sys::signal::Signal::SIGKILL)
+        .expect("cgroup.kill");
+    let status = guard.children[0].wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
 }

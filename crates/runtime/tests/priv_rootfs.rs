@@ -51,6 +51,11 @@ fn prepare() -> tempfile::TempDir {
     std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("copy /bin/busybox");
     std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
     std::fs::write(root.join("secret-dir/secret"), "s").unwrap();
+    std::fs::create_dir_all(root.join("opt/app/sub")).unwrap();
+    std::fs::write(root.join("opt/app/sub/run.sh"), "echo hi\n").unwrap();
+    let exec = std::fs::Permissions::from_mode(0o750);
+    std::fs::set_permissions(root.join("opt/app/sub/run.sh"), exec).unwrap();
+    std::os::unix::fs::symlink("sub/run.sh", root.join("opt/app/link")).unwrap();
     for d in ["host-data/sub", "host-data2", "pier-test-host-target"] {
         std::fs::create_dir_all(tmp.path().join(d)).unwrap();
     }
@@ -82,6 +87,13 @@ fn run_child(test: &str, dir: &Path, unshare: &[&str]) {
         out.status
     );
     assert!(text.contains("1 passed"), "child ran no test:\n{text}");
+    // Other tests may mount things meanwhile: look only for this test's paths.
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    assert!(
+        !host_mounts.contains(dir),
+        "a mount leaked to the host:\n{host_mounts}"
+    );
 }
 
 fn spec(v: Value) -> Spec {
@@ -262,6 +274,7 @@ fn full_spec_as_real_root() {
             "tmpfs",
             &["mode=1777", "size=1m", "noatime"],
         ),
+        mount("/opt/app", "tmpfs", "tmpfs", &["tmpcopyup", "ro"]),
     ]);
     let s = spec(json!({
         "ociVersion": "1.0.2",
@@ -301,6 +314,19 @@ fn full_spec_as_real_root() {
     let mode = std::fs::metadata("/scratch").unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o1777);
     std::fs::write("/scratch/x", "x").expect("tmpfs is writable");
+    // tmpcopyup: the tmpfs holds a copy of what it covers.
+    let app = at(&ms, "/opt/app");
+    assert!(
+        app.fstype == "tmpfs" && has_opt(&app, "ro"),
+        "{}",
+        app.options
+    );
+    assert_eq!(
+        std::fs::read_to_string("/opt/app/link").unwrap(),
+        "echo hi\n"
+    );
+    let run = std::fs::metadata("/opt/app/sub/run.sh").unwrap();
+    assert_eq!(run.permissions().mode() & 0o7777, 0o750);
     // Binds: rro reaches the submount, nosuid only where asked.
     let data = at(&ms, "/data");
     assert!(
@@ -486,10 +512,17 @@ fn missing_bind_source_names_the_mount() {
         ],
         "linux": {"namespaces": namespaces(&["pid", "mount"])}
     }));
+    let missing = dir.join("pier-test-no-rootfs");
+    let err = rootfs::setup(&s, &missing, &Options::default(), &mut || Ok(()));
+    let msg = err.expect_err("a missing rootfs").to_string();
+    assert!(
+        msg.contains("pier-test-no-rootfs") && msg.contains("No such file"),
+        "{msg}"
+    );
     let err = run_setup(&s, &dir, &Options::default()).expect_err("setup must fail");
     let msg = err.to_string();
     println!("{msg}");
-    assert!(msg.contains("mount 1"), "{msg}");
+    assert!(msg.contains("mounts[1]"), "{msg}");
     assert!(
         msg.contains("/pier-test-no-such-source") && msg.contains("/data"),
         "{msg}"
@@ -509,6 +542,8 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
             let rel = format!("{up}{}", target.strip_prefix("/").unwrap().display());
             std::os::unix::fs::symlink(rel, root.join("evil-rel")).unwrap();
             std::os::unix::fs::symlink("/etc", root.join("etc-link")).unwrap();
+            // Dangling inside the root (the host has the directory, the root does not).
+            std::os::unix::fs::symlink(target.join("z"), root.join("dangling")).unwrap();
             // The symlinks resolve inside the root to directories that exist there too.
             std::fs::create_dir_all(root.join(target.strip_prefix("/").unwrap())).unwrap();
             run_child(
@@ -525,7 +560,9 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
                 "a mount escaped to /etc"
             );
             let inside = root.join(target.strip_prefix("/").unwrap());
-            assert!(inside.join("x").is_dir() && inside.join("y").is_dir());
+            assert!(
+                inside.join("x").is_dir() && inside.join("y").is_dir() && inside.join("z").is_dir()
+            );
             assert!(root.join("etc/pier-test-escape").is_file());
         }
         return;
@@ -539,6 +576,7 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
             mount("/proc", "proc", "proc", &[]),
             mount("/evil-abs/x", "tmpfs", "tmpfs", &[]),
             mount("/evil-rel/y", "tmpfs", "tmpfs", &[]),
+            mount("/dangling", "tmpfs", "tmpfs", &[]),
             mount("/etc-link/pier-test-escape", "bind", host_file.to_str().unwrap(), &["bind"]),
         ],
         "linux": {"namespaces": namespaces(&["pid", "mount"])}
@@ -548,6 +586,7 @@ fn symlinks_in_the_image_cannot_lead_mounts_out() {
     let t = target.to_str().unwrap();
     assert_eq!(at(&ms, &format!("{t}/x")).fstype, "tmpfs");
     assert_eq!(at(&ms, &format!("{t}/y")).fstype, "tmpfs");
+    assert_eq!(at(&ms, &format!("{t}/z")).fstype, "tmpfs");
     assert_eq!(
         std::fs::read_to_string("/etc/pier-test-escape").unwrap(),
         "from the host\n"

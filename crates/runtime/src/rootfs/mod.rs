@@ -24,6 +24,7 @@
 //! container's user namespace. Tests: unit tests in each submodule; privileged end-to-end tests
 //! in `crates/runtime/tests/priv_rootfs.rs`.
 mod cgroup;
+mod copyup;
 mod devices;
 mod finish;
 mod mountinfo;
@@ -70,7 +71,7 @@ pub enum RootfsError {
     },
     /// One spec mount (index into `mounts`) failed at `step`.
     #[error(
-        "mount {index} ({fstype} {} on {}): {step}: {source_err}",
+        "mounts[{index}] ({fstype} {} on {}): {step}: {source_err}",
         source.display(),
         destination.display()
     )]
@@ -228,7 +229,7 @@ fn prepare_root(rootfs: &Path, prop: Option<Propagation>, shared: bool) -> Resul
     };
     set_propagation(Path::new("/"), flags, label)?;
     if shared {
-        let parent = finish::mount_point_of(rootfs).map_err(|source| RootfsError::Root {
+        let parent = mountinfo::mount_point_of(rootfs).map_err(|source| RootfsError::Root {
             rootfs: rootfs.to_path_buf(),
             step: "finding its parent mount in /proc/self/mountinfo",
             source,

@@ -12,6 +12,7 @@
 //!   options as `MS_*` flags and data. Fallbacks as runc has them: sysfs and mqueue in a user
 //!   namespace the kernel will not mount them in become rbinds of the host's `/sys` and
 //!   `/dev/mqueue`; devpts without a mapped `gid=` is retried without it;
+//! - `tmpcopyup` on a tmpfs: the directory it covers is copied in ([`super::copyup`]);
 //! - cgroup and cgroup2: see [`super::cgroup`];
 //! - propagation (and recursive attributes of a new filesystem) last, on the attached mount.
 //!   A `private`/`rprivate` request under a root that is already recursively private is a no-op
@@ -20,7 +21,7 @@
 //! Privileges: CAP_SYS_ADMIN in the container's user namespace. Tests: `tests/priv_rootfs.rs`.
 use super::options::{MountOptions, Propagation};
 use super::paths::{self, Kind, ProcFd};
-use super::{cgroup, Namespaces, RootfsError};
+use super::{cgroup, copyup, Namespaces, RootfsError};
 use nix::errno::Errno;
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::{Mount, Spec};
@@ -145,7 +146,7 @@ pub(crate) fn destination(
 ) -> Result<OwnedFd, RootfsError> {
     let dest = at.m.destination();
     match paths::open_in_root(ctx.root.as_fd(), dest) {
-        Err(Errno::ENOENT) => paths::ensure(ctx.root.as_fd(), dest, kind()),
+        Err(Errno::ENOENT) => paths::create(ctx.root.as_fd(), dest, kind()),
         other => other,
     }
     .map_err(|e| at.err("resolving the destination in the root", e))
@@ -276,7 +277,12 @@ fn bind_hosts(
 fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), RootfsError> {
     let dest = destination(ctx, at, || Kind::Dir)?;
     let src = at.m.source().as_deref().unwrap_or(Path::new(fstype));
-    match mount_on(dest.as_fd(), src, fstype, opts.fs_flags(), &opts.data) {
+    let copy_up = opts.copy_up && fstype == "tmpfs";
+    let mut flags = opts.fs_flags();
+    if copy_up {
+        flags -= MsFlags::MS_RDONLY; // made read-only after the copy
+    }
+    match mount_on(dest.as_fd(), src, fstype, flags, &opts.data) {
         Ok(()) => {}
         Err(Errno::EPERM) if ctx.ns.user && matches!(fstype, "sysfs" | "mqueue") => {
             return bind_hosts(ctx, at, fstype, opts, &dest);
@@ -287,7 +293,7 @@ fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), Ro
                 .split(',')
                 .filter(|o| !o.starts_with("gid="))
                 .collect();
-            mount_on(dest.as_fd(), src, fstype, opts.fs_flags(), &data.join(","))
+            mount_on(dest.as_fd(), src, fstype, flags, &data.join(","))
                 .map_err(|e| at.err("mounting (also without gid=)", e))?;
         }
         Err(e) => return Err(at.err("mounting", e)),
@@ -295,12 +301,36 @@ fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), Ro
     let needs_prop = opts
         .propagation
         .is_some_and(|p| !(p.kind == MsFlags::MS_PRIVATE && ctx.private_root));
-    if opts.rec_attrs.is_empty() && !needs_prop {
+    if !copy_up && opts.rec_attrs.is_empty() && !needs_prop {
         return Ok(());
     }
     // `dest` is the directory under the new mount; the mount itself is on top of it.
     let top = paths::open_in_root(ctx.root.as_fd(), at.m.destination())
         .map_err(|e| at.err("opening the new mount", e))?;
+    if copy_up {
+        copy_up_into(at, &dest, &top, opts)?;
+    }
     set_recursive_attrs(at, top.as_fd(), opts)?;
     propagate(ctx, at, top.as_fd(), opts.propagation)
+}
+
+/// `tmpcopyup`: fills the new tmpfs `top` from the directory `under` it, then makes it
+/// read-only if asked.
+fn copy_up_into(
+    at: At,
+    under: &OwnedFd,
+    top: &OwnedFd,
+    opts: &MountOptions,
+) -> Result<(), RootfsError> {
+    copyup::copy_dir(under.as_fd(), top.as_fd())
+        .map_err(|e| at.err("copying the directory into the tmpfs (tmpcopyup)", e))?;
+    if opts.attrs.set & MOUNT_ATTR_RDONLY == 0 {
+        return Ok(());
+    }
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        ..Default::default()
+    };
+    sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
+        .map_err(|e| at.err("making the tmpfs read-only after tmpcopyup", e))
 }
