@@ -67,15 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "pier bench start needs root: it creates namespaces, mounts and cgroups"
     );
     let temp = std::env::temp_dir();
-    let wants_crun = args.rows.contains(&Runtime::Crun);
-    let (crun_ns, crun_problem) = match wants_crun.then(CrunNamespace::prepare) {
-        Some(Err(e)) => (
-            None,
-            Some(format!("cannot prepare crun's mount namespace: {e:#}")),
-        ),
-        Some(Ok(ns)) => (ns, None),
-        None => (None, None),
-    };
+    let (crun_ns, crun_problem) = crun_namespace(args.rows.contains(&Runtime::Crun));
     sweep_stale(&temp, crun_ns.as_ref());
     let work = temp.join(format!("pier-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
@@ -106,12 +98,30 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         skipped,
         notes: with_method_notes(notes, bench.crun_ns.is_some()),
     };
-    print!("{}", report::render(&report));
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
+    publish(&report, args.json.as_deref())?;
+    Ok(0)
+}
+
+/// crun's private mount namespace when crun is measured, or why it cannot be made.
+fn crun_namespace(wanted: bool) -> (Option<CrunNamespace>, Option<String>) {
+    match wanted.then(CrunNamespace::prepare) {
+        Some(Err(e)) => (
+            None,
+            Some(format!("cannot prepare crun's mount namespace: {e:#}")),
+        ),
+        Some(Ok(ns)) => (ns, None),
+        None => (None, None),
+    }
+}
+
+/// Prints the table and writes the JSON file when one was asked for.
+fn publish(report: &Report, json: Option<&Path>) -> anyhow::Result<()> {
+    print!("{}", report::render(report));
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(report)?;
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(0)
+    Ok(())
 }
 
 /// Runs the interleaved schedule over the rows.
