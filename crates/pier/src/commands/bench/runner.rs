@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Longest a single container start may take before it is killed and its row marked failed.
@@ -78,7 +78,7 @@ pub fn time_one(invocation: &Invocation) -> Result<Duration, String> {
 }
 
 /// Reads the pipe until end of file (true) or until `deadline` (false); returns what was read.
-fn drain(mut pipe: ChildStderr, deadline: Instant) -> (String, bool) {
+fn drain<P: Read + AsFd>(mut pipe: P, deadline: Instant) -> (String, bool) {
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -98,6 +98,12 @@ fn drain(mut pipe: ChildStderr, deadline: Instant) -> (String, bool) {
 }
 
 fn kill_late(child: &mut Child) -> String {
+    if let Ok(Some(status)) = child.try_wait() {
+        return format!(
+            "{status}, but a process it left behind kept its stderr open for {} s",
+            DEADLINE.as_secs()
+        );
+    }
     let _ = child.kill();
     let _ = child.wait();
     format!("no exit after {} s; killed", DEADLINE.as_secs())
@@ -180,14 +186,22 @@ fn is_mount_point(path: &str) -> bool {
         .any(|line| line.split(' ').nth(4) == Some(path))
 }
 
-/// The first line `program --version` prints, or None when it cannot run.
+/// The first line `program --version` prints (given 5 s), or None when it cannot run.
 pub fn version_of(program: &Path) -> Option<String> {
-    let output = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .arg("--version")
         .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&output.stdout);
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().ok()?;
+    let stdout = child.stdout.take()?;
+    let (text, finished) = drain(stdout, Instant::now() + Duration::from_secs(5));
+    if !finished {
+        kill_late(&mut child);
+        return None;
+    }
+    child.wait().ok()?;
     text.lines().next().map(|line| line.trim().to_string())
 }
 
