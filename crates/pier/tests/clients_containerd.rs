@@ -177,6 +177,9 @@ fn containerd_drives_the_runtime() {
         detached_lifecycle(&ctr)
     });
     checks.check("run -t: a terminal", || terminal(&ctr));
+    checks.check("task exec -t: a terminal in a running task", || {
+        exec_terminal(&ctr)
+    });
     checks.check("run --memory-limit 64m --cpus 0.5: cgroup limits", || {
         limits(&ctr)
     });
@@ -254,20 +257,38 @@ fn detached_lifecycle(ctr: &Ctr) -> Result<(), String> {
     result
 }
 
-/// `ctr run -t` wants a terminal on its own stdin: `script` runs it on a fresh pty.
-fn terminal(ctr: &Ctr) -> Result<(), String> {
+/// Runs `ctr <args>` on a fresh pty: ctr's `-t` wants a terminal on its own stdin, `script` gives it one.
+fn on_pty(ctr: &Ctr, args: &str) -> Outcome {
     let line = format!(
-        "{} --address {} --namespace {NAMESPACE} run --rm -t --runc-binary {} {IMAGE_REF} pier-test-tty sh -c 'tty; echo tty-ok'",
+        "{} --address {} --namespace {NAMESPACE} {args}",
         ctr.program.display(),
-        ctr.address,
+        ctr.address
+    );
+    match find_program("script") {
+        Some(script) => run(&script, &["-qec", &line, "/dev/null"]),
+        None => panic!("script not installed (apt: bsdutils)"),
+    }
+}
+
+fn terminal(ctr: &Ctr) -> Result<(), String> {
+    let args = format!(
+        "run --rm -t --runc-binary {} {IMAGE_REF} pier-test-tty sh -c 'tty; echo tty-ok'",
         ctr.runtime
     );
-    let script = find_program("script").ok_or("script not installed (apt: bsdutils)")?;
-    let outcome = run(&script, &["-qec", &line, "/dev/null"]);
-    let result = outcome.expect(0, &["/dev/pts/", "tty-ok"]);
+    let result = on_pty(ctr, &args).expect(0, &["/dev/pts/", "tty-ok"]);
     if result.is_err() {
         remove(ctr, "pier-test-tty");
     }
+    result
+}
+
+fn exec_terminal(ctr: &Ctr) -> Result<(), String> {
+    let id = "pier-test-exec-tty";
+    let result = start_detached(ctr, id, &[]).and_then(|_| {
+        let args = format!("task exec -t --exec-id pier-test-tty {id} sh -c 'tty; echo tty-ok'");
+        on_pty(ctr, &args).expect(0, &["/dev/pts/", "tty-ok"])
+    });
+    remove(ctr, id);
     result
 }
 

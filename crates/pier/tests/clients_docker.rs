@@ -112,6 +112,9 @@ fn docker_drives_the_runtime() {
             .run_rm(&["-t"], &["sh", "-c", "tty; echo tty-ok"])
             .expect(0, &["/dev/pts/", "tty-ok"])
     });
+    checks.check("exec -t: a terminal in a running container", || {
+        exec_terminal(&docker)
+    });
     checks.check("run --memory 64m --cpus 0.5: cgroup limits", || {
         let seen = docker
             .run_rm(
@@ -163,5 +166,29 @@ fn detached_lifecycle(docker: &Docker) -> Result<(), String> {
     if result.is_err() {
         docker.cmd(&["rm", "-f", name]);
     }
+    result
+}
+
+fn exec_terminal(docker: &Docker) -> Result<(), String> {
+    let name = "pier-test-exec-tty";
+    let args = [
+        "run",
+        "-d",
+        "--runtime",
+        "pier",
+        "--network",
+        "none",
+        "--name",
+        name,
+        IMAGE,
+        "sleep",
+        "1000",
+    ];
+    let result = docker.cmd(&args).ok().and_then(|_| {
+        docker
+            .cmd(&["exec", "-t", name, "sh", "-c", "tty; echo tty-ok"])
+            .expect(0, &["/dev/pts/", "tty-ok"])
+    });
+    docker.cmd(&["rm", "-f", name]);
     result
 }

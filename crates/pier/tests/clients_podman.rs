@@ -129,6 +129,9 @@ fn podman_drives_the_runtime() {
             .run_container(&["--rm", "-t"], &["sh", "-c", "tty; echo tty-ok"])
             .expect(0, &["/dev/pts/", "tty-ok"])
     });
+    checks.check("exec -t: a terminal in a running container", || {
+        exec_terminal(&podman)
+    });
     checks.check("run --memory 64m --cpus 0.5: cgroup limits", || {
         let extra = ["--rm", "--memory", "64m", "--cpus", "0.5"];
         expect_limits(
@@ -137,7 +140,7 @@ fn podman_drives_the_runtime() {
                 .ok()?,
         )
     });
-    podman.cmd(&["rm", "-a", "-f"]);
+    podman.cmd(&["rm", "-a", "-f", "-t", "0"]);
     checks.finish();
 }
 
@@ -162,7 +165,21 @@ fn detached_lifecycle(podman: &Podman) -> Result<(), String> {
         }
     })();
     if result.is_err() {
-        podman.cmd(&["rm", "-f", name]);
+        podman.cmd(&["rm", "-f", "-t", "0", name]);
     }
+    result
+}
+
+fn exec_terminal(podman: &Podman) -> Result<(), String> {
+    let name = "pier-test-exec-tty";
+    let result = podman
+        .run_container(&["-d", "--name", name], &["sleep", "1000"])
+        .ok()
+        .and_then(|_| {
+            podman
+                .cmd(&["exec", "-t", name, "sh", "-c", "tty; echo tty-ok"])
+                .expect(0, &["/dev/pts/", "tty-ok"])
+        });
+    podman.cmd(&["rm", "-f", "-t", "0", name]);
     result
 }
