@@ -1,0 +1,253 @@
+//! The rows of `pier bench start`: which programs are measured, how each is invoked, and how the
+//! containers a row may leave behind are removed.
+//!
+//! Theory of operation: a row is a runtime × a seccomp mode. The runtimes are pier (this binary),
+//! crun and runc from Debian, each started as `<runtime> --root <state dir> run -b <bundle> <id>`
+//! with a state dir of its own under the benchmark's work dir and a fresh id per run, and the floor,
+//! `unshare -nmiup -f true`: the same namespaces and a fork, without any runtime, which has no seccomp
+//! variant. A runtime that is not installed is skipped, with the reason reported. `run` deletes the
+//! container when it exits; whatever a failing run leaves is force-deleted by [`sweep`] with the same
+//! runtime, and the work dir is removed.
+//!
+//! Privileges: root. Exercised by the black-box test tests/bench_start.rs.
+use super::bundle::{Bundles, Seccomp};
+use super::runner::{CrunNamespace, Invocation};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A program measured by the benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// This pier binary.
+    Pier,
+    /// crun from Debian (in a private mount namespace without the cgroup2 mount).
+    Crun,
+    /// runc from Debian.
+    Runc,
+    /// `unshare -nmiup -f true`: the namespaces and a fork, no runtime.
+    Floor,
+}
+
+impl Runtime {
+    pub const ALL: [Runtime; 4] = [Runtime::Pier, Runtime::Crun, Runtime::Runc, Runtime::Floor];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Runtime::Pier => "pier",
+            Runtime::Crun => "crun",
+            Runtime::Runc => "runc",
+            Runtime::Floor => "floor",
+        }
+    }
+
+    /// The program of this row: this binary for pier, else found in PATH; Err(reason) when missing.
+    pub fn program(self) -> Result<PathBuf, String> {
+        let (name, package) = match self {
+            Runtime::Pier => {
+                return std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))
+            }
+            Runtime::Crun => ("crun", "crun"),
+            Runtime::Runc => ("runc", "runc"),
+            Runtime::Floor => ("unshare", "util-linux"),
+        };
+        find_in_path(name)
+            .ok_or_else(|| format!("{name} not found in PATH (apt-get install {package})"))
+    }
+}
+
+/// Finds `name` in PATH.
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// A measured row and what happened to it.
+#[derive(Debug)]
+pub struct Row {
+    pub runtime: Runtime,
+    pub seccomp: Seccomp,
+    pub program: PathBuf,
+    bundle: PathBuf,
+    state: PathBuf,
+    /// Measured samples (warm-up runs excluded).
+    pub samples: Vec<Duration>,
+    /// Why the row stopped being measured, if it did.
+    pub failure: Option<String>,
+}
+
+impl Row {
+    /// The command of one run; `run` numbers the runs of the row.
+    pub fn invocation(&self, run: usize) -> Invocation {
+        if self.runtime == Runtime::Floor {
+            let args = ["-nmiup", "-f", "true"].map(Into::into).to_vec();
+            return Invocation {
+                program: self.program.clone(),
+                args,
+            };
+        }
+        let id = format!(
+            "pier-bench-{}-{}-{}-{run}",
+            std::process::id(),
+            self.runtime.label(),
+            self.seccomp.label()
+        );
+        let args = vec![
+            "--root".into(),
+            self.state.clone().into(),
+            "run".into(),
+            "-b".into(),
+            self.bundle.clone().into(),
+            id.into(),
+        ];
+        Invocation {
+            program: self.program.clone(),
+            args,
+        }
+    }
+}
+
+/// A row that is not measured, and why.
+#[derive(Debug, serde::Serialize)]
+pub struct Skipped {
+    pub runtime: Runtime,
+    pub seccomp: Option<Seccomp>,
+    pub reason: String,
+}
+
+/// The rows to measure, in table order (mode by mode, runtimes in the order asked), and the skipped
+/// ones.
+pub fn plan(
+    runtimes: &[Runtime],
+    modes: &[Seccomp],
+    work: &Path,
+    bundles: &Bundles,
+) -> (Vec<Row>, Vec<Skipped>) {
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    for &runtime in runtimes {
+        let program = match runtime.program() {
+            Ok(program) => program,
+            Err(reason) => {
+                skipped.push(Skipped {
+                    runtime,
+                    seccomp: None,
+                    reason,
+                });
+                continue;
+            }
+        };
+        for &seccomp in modes {
+            if runtime == Runtime::Floor && seccomp != Seccomp::None {
+                continue;
+            }
+            let state = work.join(format!("state-{}", runtime.label()));
+            let bundle = bundles.path(seccomp);
+            rows.push(Row {
+                runtime,
+                seccomp,
+                program: program.clone(),
+                bundle,
+                state,
+                samples: Vec::new(),
+                failure: None,
+            });
+        }
+    }
+    rows.sort_by_key(|row| modes.iter().position(|m| *m == row.seccomp));
+    (rows, skipped)
+}
+
+/// Force-deletes every container left in the state dirs of `rows` (crun's inside its namespace);
+/// returns one note per container found.
+pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut seen = Vec::new();
+    for row in rows.iter().filter(|r| r.runtime != Runtime::Floor) {
+        if seen.contains(&row.runtime) {
+            continue;
+        }
+        seen.push(row.runtime);
+        let Ok(entries) = std::fs::read_dir(&row.state) else {
+            continue;
+        };
+        let dirs = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
+        for id in dirs.map(|e| e.file_name().to_string_lossy().into_owned()) {
+            let mut delete = Command::new(&row.program);
+            delete
+                .arg("--root")
+                .arg(&row.state)
+                .args(["delete", "--force", &id]);
+            delete
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let deleted = match (row.runtime, crun_ns) {
+                (Runtime::Crun, Some(ns)) => ns.run(|| delete.status()).ok().and_then(Result::ok),
+                _ => delete.status().ok(),
+            };
+            let outcome = if deleted.is_some_and(|s| s.success()) {
+                "deleted"
+            } else {
+                "could not delete"
+            };
+            notes.push(format!(
+                "{} left container {id} behind ({outcome} it)",
+                row.runtime.label()
+            ));
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+impl Row {
+    /// A row with given samples, for the report's unit tests.
+    pub fn for_test(
+        runtime: Runtime,
+        seccomp: Seccomp,
+        samples: Vec<Duration>,
+        failure: Option<&str>,
+    ) -> Row {
+        let (bundle, state) = (PathBuf::from("/bundle"), PathBuf::from("/state"));
+        let program = PathBuf::from(runtime.label());
+        Row {
+            runtime,
+            seccomp,
+            program,
+            bundle,
+            state,
+            samples,
+            failure: failure.map(String::from),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_rows_get_a_fresh_id_per_run_and_their_own_root() {
+        let row = Row::for_test(Runtime::Runc, Seccomp::Docker, vec![], None);
+        let first = row.invocation(1).display();
+        let second = row.invocation(2).display();
+        assert_ne!(first, second);
+        assert!(
+            first.starts_with("runc --root /state run -b /bundle pier-bench-"),
+            "{first}"
+        );
+        assert!(first.ends_with("-runc-docker-1"), "{first}");
+    }
+
+    #[test]
+    fn floor_is_unshare_true() {
+        let row = Row::for_test(Runtime::Floor, Seccomp::None, vec![], None);
+        assert_eq!(row.invocation(0).display(), "floor -nmiup -f true");
+    }
+}

@@ -1,0 +1,270 @@
+//! `pier bench start`: container start time of pier against crun, runc and the bare namespace
+//! floor, without seccomp and with Docker's default profile.
+//!
+//! Theory of operation: the benchmark builds its bundles in a work dir of its own
+//! (`$TMPDIR/pier-bench-<pid>`), plans the rows (skipping programs that are not installed), then
+//! runs the interleaved schedule of `stats::interleave`: warm-up rounds, then `--runs` rounds, each
+//! round starting one container per row, in row order. A run is timed by `runner::time_one`; a row
+//! whose run fails is marked failed with the reason and not run again, the others go on. At the end
+//! it force-deletes any container a runtime left behind, removes the work dir, prints the table and
+//! writes `--json`. Work dirs of earlier benchmarks that were killed (their pid is gone) are swept
+//! the same way first. A progress line on stderr shows the round and the row.
+//!
+//! Privileges: root. Black-box test: tests/bench_start.rs (JSON shape only, never timings).
+use super::bundle::{Bundles, Seccomp};
+use super::report::{self, Machine, Report, RowReport};
+use super::rows::{self, Row, Runtime};
+use super::runner::{self, CrunNamespace};
+use super::stats::{interleave, Step};
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Flags of `pier bench start`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Measured runs per row
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Unmeasured runs per row before the measured ones
+    #[arg(long, default_value_t = 3)]
+    warmup: u32,
+    /// Runtimes to measure, comma-separated
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Runtime::ALL)]
+    rows: Vec<Runtime>,
+    /// Seccomp modes to measure, comma-separated
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Seccomp::None, Seccomp::Docker])]
+    seccomp: Vec<Seccomp>,
+    /// Also write the results as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// The benchmark's work dir, its rows and crun's namespace. Dropping it deletes leftover
+/// containers and removes the work dir, also when the benchmark stops on an error.
+#[derive(Debug)]
+struct Bench {
+    work: PathBuf,
+    rows: Vec<Row>,
+    crun_ns: Option<CrunNamespace>,
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        for note in rows::sweep(&self.rows, self.crun_ns.as_ref()) {
+            eprintln!("pier bench: {note}");
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.work) {
+            eprintln!("pier bench: cannot remove {}: {e}", self.work.display());
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    anyhow::ensure!(
+        nix::unistd::geteuid().is_root(),
+        "pier bench start needs root: it creates namespaces, mounts and cgroups"
+    );
+    let temp = std::env::temp_dir();
+    let (crun_ns, crun_problem) = crun_namespace(args.rows.contains(&Runtime::Crun));
+    sweep_stale(&temp, crun_ns.as_ref());
+    let work = temp.join(format!("pier-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let mut bench = Bench {
+        work: work.clone(),
+        rows: Vec::new(),
+        crun_ns,
+    };
+    let bundles = Bundles::build(&work)?;
+    let (planned, skipped) = rows::plan(&args.rows, &args.seccomp, &work, &bundles);
+    anyhow::ensure!(
+        !planned.is_empty(),
+        "nothing to measure: every row was skipped"
+    );
+    bench.rows = planned;
+    for row in bench.rows.iter_mut().filter(|r| r.runtime == Runtime::Crun) {
+        row.failure.clone_from(&crun_problem);
+    }
+    measure(&mut bench, args.warmup as usize, args.runs as usize);
+    let notes = rows::sweep(&bench.rows, bench.crun_ns.as_ref());
+    let report = Report {
+        benchmark: "start",
+        runs: args.runs as usize,
+        warmup: args.warmup as usize,
+        machine: machine(&bench.rows),
+        rows: bench.rows.iter().map(RowReport::of).collect(),
+        ratios: report::ratios(&bench.rows),
+        skipped,
+        notes: with_method_notes(notes, bench.crun_ns.is_some()),
+    };
+    publish(&report, args.json.as_deref())?;
+    Ok(0)
+}
+
+/// crun's private mount namespace when crun is measured, or why it cannot be made.
+fn crun_namespace(wanted: bool) -> (Option<CrunNamespace>, Option<String>) {
+    match wanted.then(CrunNamespace::prepare) {
+        Some(Err(e)) => (
+            None,
+            Some(format!("cannot prepare crun's mount namespace: {e:#}")),
+        ),
+        Some(Ok(ns)) => (ns, None),
+        None => (None, None),
+    }
+}
+
+/// Prints the table and writes the JSON file when one was asked for.
+fn publish(report: &Report, json: Option<&Path>) -> anyhow::Result<()> {
+    print!("{}", report::render(report));
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(report)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs the interleaved schedule over the rows.
+fn measure(bench: &mut Bench, warmup: usize, runs: usize) {
+    let mut progress = Progress::new(bench.rows.len() * (warmup + runs));
+    for (n, step) in interleave(bench.rows.len(), warmup, runs).enumerate() {
+        let row = &bench.rows[step.row];
+        if row.failure.is_some() {
+            continue;
+        }
+        progress.show(n, &step, row);
+        let invocation = row.invocation(n);
+        let timed = match (row.runtime, &bench.crun_ns) {
+            (Runtime::Crun, Some(ns)) => ns
+                .run(|| runner::time_one(&invocation))
+                .unwrap_or_else(|e| Err(format!("{e:#}"))),
+            _ => runner::time_one(&invocation),
+        };
+        let row = &mut bench.rows[step.row];
+        match timed {
+            Ok(elapsed) if !step.warmup => row.samples.push(elapsed),
+            Ok(_) => {}
+            Err(reason) => row.failure = Some(reason),
+        }
+    }
+    progress.done();
+}
+
+/// Sweeps the work dirs of benchmarks whose process is gone.
+fn sweep_stale(temp: &Path, crun_ns: Option<&CrunNamespace>) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("pier-bench-") else {
+            continue;
+        };
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        let work = entry.path();
+        let (stale_rows, _) =
+            rows::plan(&Runtime::ALL, &[Seccomp::None], &work, &Bundles::at(&work));
+        for note in rows::sweep(&stale_rows, crun_ns) {
+            eprintln!("pier bench: from an interrupted benchmark: {note}");
+        }
+        let _ = std::fs::remove_dir_all(&work);
+    }
+}
+
+/// Notes on method that the reader of the table needs.
+fn with_method_notes(mut notes: Vec<String>, crun_in_namespace: bool) -> Vec<String> {
+    if crun_in_namespace {
+        notes.push(
+            "crun 1.8 refuses hybrid cgroups: it runs in a private mount namespace without \
+             /sys/fs/cgroup/unified, entered outside the timed region"
+                .to_string(),
+        );
+    }
+    notes
+}
+
+/// The machine's facts and the measured programs' versions.
+fn machine(rows: &[Row]) -> Machine {
+    let mut versions = BTreeMap::new();
+    versions.insert(
+        "pier".to_string(),
+        format!("pier version {}", env!("CARGO_PKG_VERSION")),
+    );
+    for row in rows.iter().filter(|r| r.runtime != Runtime::Pier) {
+        if let Some(version) = runner::version_of(&row.program) {
+            versions.insert(row.runtime.label().to_string(), version);
+        }
+    }
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']));
+    Machine {
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        cpu: cpu.unwrap_or("unknown cpu").to_string(),
+        cgroups: cgroup_layout().to_string(),
+        versions,
+    }
+}
+
+fn cgroup_layout() -> &'static str {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "v2"
+    } else if Path::new("/sys/fs/cgroup/unified/cgroup.controllers").exists() {
+        "hybrid"
+    } else {
+        "v1"
+    }
+}
+
+/// A one-line progress indicator on stderr: redrawn in place on a terminal, one line per round
+/// otherwise.
+#[derive(Debug)]
+struct Progress {
+    total: usize,
+    terminal: bool,
+    last_round: Option<(bool, usize)>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            terminal: std::io::stderr().is_terminal(),
+            last_round: None,
+        }
+    }
+
+    fn show(&mut self, n: usize, step: &Step, row: &Row) {
+        let phase = if step.warmup { "warm-up" } else { "round" };
+        let text = format!(
+            "[{}/{}] {phase} {}: {} {}",
+            n + 1,
+            self.total,
+            step.round + 1,
+            row.runtime.label(),
+            row.seccomp.label()
+        );
+        let mut err = std::io::stderr();
+        if self.terminal {
+            let _ = write!(err, "\r\x1b[K{text}");
+            let _ = err.flush();
+        } else if self.last_round != Some((step.warmup, step.round)) {
+            let _ = writeln!(err, "{text}");
+        }
+        self.last_round = Some((step.warmup, step.round));
+    }
+
+    fn done(&self) {
+        if self.terminal {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        }
+    }
+}
