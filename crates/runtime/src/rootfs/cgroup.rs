@@ -10,8 +10,8 @@
 //!   the host names it (its mount point's last component, from mountinfo: `cpu,cpuacct`,
 //!   `systemd`, `unified` ...). Each gets a new mount of that hierarchy with a cgroup namespace,
 //!   or a bind of the container's cgroup directory without one; co-mounted controllers get
-//!   symlinks (`cpu -> cpu,cpuacct`). `ro` is applied to each hierarchy and, at the end, to the
-//!   tmpfs.
+//!   symlinks (`cpu -> cpu,cpuacct`). The mount's options (`ro`, `nosuid`...) are applied at the
+//!   end to the tmpfs and all hierarchies at once (`mount_setattr(AT_RECURSIVE)`).
 //!
 //! Privileges: CAP_SYS_ADMIN in the container's user namespace. Tests: `tests/priv_rootfs.rs`.
 use super::mounts::{self, At, Ctx};
@@ -23,7 +23,9 @@ use nix::fcntl::{openat, OFlag};
 use nix::mount::MsFlags;
 use nix::sys::stat::{mkdirat, Mode};
 use nix::unistd::symlinkat;
-use pier_sys::mount::{self as sysmount, MountAttr, AT_EMPTY_PATH, MOUNT_ATTR_RDONLY};
+use pier_sys::mount::{
+    self as sysmount, MountAttr, AT_EMPTY_PATH, AT_RECURSIVE, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE,
+};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
@@ -152,13 +154,15 @@ fn v1(ctx: &Ctx, at: At, opts: &MountOptions) -> Result<(), RootfsError> {
     for h in hierarchies(&text, &info) {
         hierarchy(ctx, at, top.as_fd(), &h, opts)?;
     }
-    if opts.attrs.set & MOUNT_ATTR_RDONLY != 0 {
+    // One call gives the tmpfs and every hierarchy the mount's options (`ro`, `nosuid`, ...).
+    if !opts.attrs.is_empty() {
         let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
+            attr_set: opts.attrs.set,
+            attr_clr: opts.attrs.clr,
             ..Default::default()
         };
-        sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
-            .map_err(|e| at.err("making the tmpfs read-only", e))?;
+        sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr)
+            .map_err(|e| at.err("setting the mount options on the hierarchies", e))?;
     }
     mounts::propagate(ctx, at, top.as_fd(), opts.propagation)
 }
@@ -175,21 +179,19 @@ fn hierarchy(
         Ok(()) | Err(Errno::EEXIST) => {}
         Err(e) => return Err(step_err("creating a hierarchy directory", e)),
     }
-    let oflags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let sub = openat(top, h.name.as_str(), oflags, Mode::empty())
-        .map_err(|e| step_err("opening a hierarchy directory", e))?;
     if ctx.ns.cgroup {
-        mounts::mount_on(
-            sub.as_fd(),
-            Path::new("cgroup"),
-            h.fstype,
-            opts.fs_flags(),
-            &h.data,
-        )
-        .map_err(|e| step_err("mounting a hierarchy", e))?;
+        let oflags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let sub = openat(top, h.name.as_str(), oflags, Mode::empty())
+            .map_err(|e| step_err("opening a hierarchy directory", e))?;
+        let (cgroup, flags) = (Path::new("cgroup"), opts.fs_flags());
+        mounts::mount_on(sub.as_fd(), cgroup, h.fstype, flags, &h.data)
+            .map_err(|e| step_err("mounting a hierarchy", e))?;
     } else {
-        let tree = mounts::clone_tree(at, &h.source, false, opts)?;
-        sysmount::move_mount(tree.as_fd(), sub.as_fd())
+        // The directory was just made in our own new tmpfs: its name cannot be a symlink.
+        let flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
+        let tree = sysmount::open_tree(None, &h.source, flags)
+            .map_err(|e| at.err("cloning a hierarchy", e))?;
+        sysmount::move_mount(tree.as_fd(), top, h.name.as_str())
             .map_err(|e| at.err("attaching a hierarchy", e))?;
     }
     if h.name.contains(',') {

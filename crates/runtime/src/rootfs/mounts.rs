@@ -212,7 +212,7 @@ pub(crate) fn attach(
     dest: &OwnedFd,
     opts: &MountOptions,
 ) -> Result<(), RootfsError> {
-    sysmount::move_mount(tree.as_fd(), dest.as_fd())
+    sysmount::move_mount(tree.as_fd(), dest.as_fd(), "")
         .map_err(|e| at.err("attaching the bind", e))?;
     propagate(ctx, at, tree.as_fd(), opts.propagation)
 }
