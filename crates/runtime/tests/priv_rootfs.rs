@@ -275,12 +275,8 @@ fn full_spec(dir: &Path) -> Spec {
             dir.join("host-file").to_str().unwrap(),
             &["bind", "ro"],
         ),
-        mount(
-            "/data2",
-            "none",
-            dir.join("host-data2").to_str().unwrap(),
-            &["bind", "nodev", "noexec"],
-        ),
+        // A relative source is relative to the bundle (`dir`), not to the cwd.
+        mount("/data2", "none", "host-data2", &["bind", "nodev", "noexec"]),
         mount(
             "/scratch",
             "tmpfs",

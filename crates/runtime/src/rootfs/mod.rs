@@ -182,8 +182,9 @@ fn root_propagation(spec: &Spec) -> Result<Option<Propagation>, RootfsError> {
 /// `linux.devices`, calls `before_pivot` (the createContainer hooks) and then pivots (or
 /// MS_MOVE + chroot with `no_pivot`). On return, the cwd is the container's `/`.
 ///
-/// Relative bind sources are resolved against the cwd at the call, which the caller sets to
-/// the bundle directory (as runc does).
+/// Relative bind sources are relative to the bundle, found by taking the relative
+/// `root.path` off `rootfs`; with an absolute `root.path` they resolve against the cwd (runc
+/// runs in the bundle directory).
 pub fn setup(
     spec: &Spec,
     rootfs: &Path,
@@ -208,6 +209,7 @@ pub fn setup(
         root: &root,
         ns,
         private_root: prop.is_none(),
+        bundle: bundle_of(spec, rootfs),
     };
     mounts::mount_all(&ctx, spec)?;
     devices::create(&ctx, spec)?;
@@ -217,6 +219,26 @@ pub fn setup(
     } else {
         pivot::pivot_root(&root, rootfs, shared)
     }
+}
+
+/// The bundle directory: `rootfs` without the relative `root.path` at its end (None when
+/// `root.path` is absolute or does not match).
+fn bundle_of<'a>(spec: &Spec, rootfs: &'a Path) -> Option<&'a Path> {
+    let rel = spec.root().as_ref()?.path();
+    if rel.is_absolute() {
+        return None;
+    }
+    let mut bundle = rootfs;
+    for c in rel.components().rev() {
+        match c {
+            std::path::Component::Normal(name) if bundle.file_name() == Some(name) => {
+                bundle = bundle.parent()?;
+            }
+            std::path::Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(bundle)
 }
 
 /// Step 1: the propagation of `/` before anything is mounted. Unbindable types would forbid the
@@ -274,4 +296,25 @@ pub fn finalize(spec: &Spec) -> Result<(), RootfsError> {
         set_propagation(Path::new("/"), p.ms_flags(), p.name())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec_with_root(path: &str) -> Spec {
+        serde_json::from_value(serde_json::json!({"ociVersion": "1.0.2", "root": {"path": path}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_bundle_is_the_rootfs_without_root_path() {
+        let rootfs = Path::new("/b/x/rootfs");
+        let bundle = |p: &str| bundle_of(&spec_with_root(p), rootfs).map(Path::to_path_buf);
+        assert_eq!(bundle("rootfs"), Some(PathBuf::from("/b/x")));
+        assert_eq!(bundle("./x/rootfs"), Some(PathBuf::from("/b")));
+        assert_eq!(bundle("/b/x/rootfs"), None);
+        assert_eq!(bundle("other"), None);
+        assert_eq!(bundle("../rootfs"), None);
+    }
 }
