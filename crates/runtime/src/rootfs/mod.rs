@@ -6,15 +6,16 @@
 //! 1. `setup`: make `/` recursively private (or `linux.rootfsPropagation`), so nothing below
 //!    reaches the host; bind the root onto itself (pivot_root needs a mount point) and keep an
 //!    `O_PATH` fd of it. Every later path is resolved through that fd with
-//!    `openat2(RESOLVE_IN_ROOT)` ([`paths`]), so the image's symlinks cannot lead a mount out.
-//! 2. Each spec mount in order ([`mounts`], [`cgroup`]); binds are cloned, given their
-//!    attributes while detached, then attached, so a read-only bind is never writable.
-//! 3. Devices ([`devices`]): the default nodes and `linux.devices`, `mknod` or, in a user
+//!    `openat2(RESOLVE_IN_ROOT)` (`paths.rs`), so the image's symlinks cannot lead a mount out.
+//! 2. Each spec mount in order (`mounts.rs`, `cgroup.rs`, options sorted by `options.rs`,
+//!    `tmpcopyup` in `copyup.rs`); binds are cloned, given their attributes while detached,
+//!    then attached, so a read-only bind is never writable.
+//! 3. Devices (`devices.rs`): the default nodes and `linux.devices`, `mknod` or, in a user
 //!    namespace, binds of the host's nodes; the `/dev` symlinks.
-//! 4. `before_pivot` (createContainer hooks), then [`pivot`]: `pivot_root(".", ".")` and a lazy
+//! 4. `before_pivot` (createContainer hooks), then `pivot.rs`: `pivot_root(".", ".")` and a lazy
 //!    unmount of the old root, or MS_MOVE + chroot with `--no-pivot`.
-//! 5. `finalize`, later, from inside the new root: `linux.sysctl` ([`sysctl`]), readonly and
-//!    masked paths, `root.readonly` and the root's final propagation ([`finish`]).
+//! 5. `finalize`, later, from inside the new root: `linux.sysctl` (`sysctl.rs`), readonly and
+//!    masked paths, `root.readonly` and the root's final propagation (`finish.rs`).
 //!
 //! Speed: no mountinfo read unless a cgroup v1 hierarchy is not where hosts mount it or the
 //! root propagation is shared; one `openat2` per existing destination; binds with their options
