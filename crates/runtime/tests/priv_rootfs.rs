@@ -712,3 +712,25 @@ fn sysctl_outside_the_containers_namespaces_is_refused() {
         .to_string();
     assert!(msg.contains("sideways"), "{msg}");
 }
+
+#[test]
+fn unbindable_root_propagation() {
+    let Some(dir) = child_dir() else {
+        if have_root() {
+            let tmp = prepare();
+            run_child("unbindable_root_propagation", tmp.path(), &[]);
+        }
+        return;
+    };
+    let s = spec(json!({
+        "ociVersion": "1.0.2",
+        "root": {"path": "rootfs"},
+        "mounts": [mount("/proc", "proc", "proc", &[])],
+        "linux": {"namespaces": namespaces(&["pid", "mount"]), "rootfsPropagation": "runbindable"}
+    }));
+    // An unbindable `/` would refuse the root's bind onto itself: it is applied at the end.
+    run_setup(&s, &dir, &Options::default()).expect("setup");
+    rootfs::finalize(&s).expect("finalize");
+    let root = at(&mounts(), "/");
+    assert!(root.optional.contains("unbindable"), "/: {}", root.optional);
+}
