@@ -734,3 +734,40 @@ fn unbindable_root_propagation() {
     let root = at(&mounts(), "/");
     assert!(root.optional.contains("unbindable"), "/: {}", root.optional);
 }
+
+#[test]
+fn non_recursive_root_propagation() {
+    let Some(dir) = child_dir() else {
+        if have_root() {
+            let tmp = prepare();
+            run_child("non_recursive_root_propagation", tmp.path(), &[]);
+        }
+        return;
+    };
+    // Make the namespace look like a systemd host's (everything shared), then ask for a
+    // non-recursive type: the rest of the tree stays shared, which setup must cope with.
+    // The bundle is a mount of its own, as an overlay rootfs would be.
+    let bind = nix::mount::MsFlags::MS_BIND;
+    nix::mount::mount(Some(&dir), &dir, None::<&str>, bind, None::<&str>).expect("bind");
+    let flags = nix::mount::MsFlags::MS_SHARED | nix::mount::MsFlags::MS_REC;
+    nix::mount::mount(None::<&str>, "/", None::<&str>, flags, None::<&str>).expect("rshared /");
+    let s = spec(json!({
+        "ociVersion": "1.0.2",
+        "root": {"path": "rootfs"},
+        "mounts": [mount("/proc", "proc", "proc", &[])],
+        "linux": {"namespaces": namespaces(&["pid", "mount"]), "rootfsPropagation": "slave"}
+    }));
+    let proc_point = dir.join("rootfs/proc");
+    let check = || {
+        // The root's parent was made private, so the root and its mounts are nobody's peers.
+        let proc_mount = at(&mounts(), proc_point.to_str().unwrap());
+        assert!(
+            !proc_mount.optional.contains("shared:"),
+            "{}",
+            proc_mount.optional
+        );
+    };
+    run_setup_with(&s, &dir, &Options::default(), check).expect("setup");
+    rootfs::finalize(&s).expect("finalize");
+    assert_eq!(at(&mounts(), "/proc").fstype, "proc");
+}

@@ -196,8 +196,8 @@ pub fn setup(
 ) -> Result<(), RootfsError> {
     let ns = Namespaces::of(spec);
     let prop = root_propagation(spec)?;
-    let shared = prop.is_some_and(|p| p.kind == MsFlags::MS_SHARED);
-    prepare_root(rootfs, prop, shared)?;
+    let isolated = is_isolated(prop);
+    prepare_root(rootfs, prop, isolated)?;
     let root_err = |step, e: nix::errno::Errno| RootfsError::Root {
         rootfs: rootfs.to_path_buf(),
         step,
@@ -220,7 +220,7 @@ pub fn setup(
     if opts.no_pivot {
         pivot::move_root(&root, rootfs)
     } else {
-        pivot::pivot_root(&root, rootfs, shared)
+        pivot::pivot_root(&root, rootfs, !isolated)
     }
 }
 
@@ -244,25 +244,44 @@ fn bundle_of<'a>(spec: &Spec, rootfs: &'a Path) -> Option<&'a Path> {
     Some(bundle)
 }
 
+/// Whether step 1 leaves every mount of the namespace private or a slave (rprivate, rslave,
+/// and the unbindable types, for which `/` is made rprivate first). Otherwise mounts may still
+/// be peers of the host's: the root's parent mount must be made private so that nothing
+/// mounted in the root propagates out, and the old root must become rslave before it is
+/// unmounted, or its unmount would propagate to the host's peers.
+fn is_isolated(prop: Option<Propagation>) -> bool {
+    match prop {
+        None => true,
+        Some(p) if p.kind == MsFlags::MS_UNBINDABLE => true,
+        Some(p) => p.recursive && p.kind != MsFlags::MS_SHARED,
+    }
+}
+
 /// Step 1: the propagation of `/` before anything is mounted. Unbindable types would forbid the
 /// root's bind onto itself, so `/` gets rprivate then and the type is applied by `finalize`.
-/// A shared `/` needs the rootfs's parent mount private, or pivot_root refuses (EINVAL).
-fn prepare_root(rootfs: &Path, prop: Option<Propagation>, shared: bool) -> Result<(), RootfsError> {
+/// Without isolation (see [`is_isolated`]) the rootfs's parent mount is made private, and `/`
+/// too, which pivot_root requires not to be shared (EINVAL).
+fn prepare_root(
+    rootfs: &Path,
+    prop: Option<Propagation>,
+    isolated: bool,
+) -> Result<(), RootfsError> {
     let (flags, label) = match prop {
         Some(p) if p.kind != MsFlags::MS_UNBINDABLE => (p.ms_flags(), p.name()),
         _ => (MsFlags::MS_PRIVATE | MsFlags::MS_REC, "rprivate"),
     };
     set_propagation(Path::new("/"), flags, label)?;
-    if shared {
-        let parent = mountinfo::mount_point_of(rootfs).map_err(|source| RootfsError::Root {
-            rootfs: rootfs.to_path_buf(),
-            step: "finding its parent mount in /proc/self/mountinfo",
-            source,
-        })?;
-        set_propagation(&parent, MsFlags::MS_PRIVATE, "private")?;
-        if parent != Path::new("/") {
-            set_propagation(Path::new("/"), MsFlags::MS_PRIVATE, "private")?;
-        }
+    if isolated {
+        return Ok(());
+    }
+    let parent = mountinfo::mount_point_of(rootfs).map_err(|source| RootfsError::Root {
+        rootfs: rootfs.to_path_buf(),
+        step: "finding its parent mount in /proc/self/mountinfo",
+        source,
+    })?;
+    set_propagation(&parent, MsFlags::MS_PRIVATE, "private")?;
+    if parent != Path::new("/") {
+        set_propagation(Path::new("/"), MsFlags::MS_PRIVATE, "private")?;
     }
     Ok(())
 }
@@ -308,6 +327,18 @@ mod tests {
     fn spec_with_root(path: &str) -> Spec {
         serde_json::from_value(serde_json::json!({"ociVersion": "1.0.2", "root": {"path": path}}))
             .unwrap()
+    }
+
+    #[test]
+    fn only_recursive_private_and_slave_roots_are_isolated() {
+        let p = |s: &str| Propagation::parse(s);
+        assert!(is_isolated(None));
+        for s in ["rprivate", "rslave", "unbindable", "runbindable"] {
+            assert!(is_isolated(p(s)), "{s}");
+        }
+        for s in ["private", "slave", "shared", "rshared"] {
+            assert!(!is_isolated(p(s)), "{s}");
+        }
     }
 
     #[test]
