@@ -4,8 +4,9 @@
 //! on top of the new one, so no put_old directory is needed; `umount2(".", MNT_DETACH)` then
 //! drops the old root (pivot_root(2), NOTES). When the root propagation left mounts that may be
 //! peers of the host's (anything but the recursive private/slave types), the old root is first
-//! made rslave so that its lazy unmount does not propagate to the host. `--no-pivot` (roots on ramfs, where pivot_root is refused)
-//! moves the root mount onto `/` with MS_MOVE and chroots into it instead.
+//! made rslave so that its lazy unmount does not propagate to the host. `--no-pivot` (roots on
+//! ramfs, where pivot_root is refused) moves the root mount onto `/` with MS_MOVE and chroots
+//! into it instead.
 //!
 //! Privileges: CAP_SYS_ADMIN (and CAP_SYS_CHROOT for --no-pivot) in the container's user
 //! namespace. Tests: `tests/priv_rootfs.rs`.
