@@ -299,7 +299,9 @@ fn full_spec(dir: &Path) -> Spec {
             ],
             "sysctl": {"kernel.shmmni": "1234", "net.ipv4.ip_forward": "1"},
             "readonlyPaths": ["/proc/sys", "/does-not-exist"],
-            "maskedPaths": ["/proc/timer_list", "/proc/acpi", "/secret-dir", "/etc/secret-file", "/proc/kcore"]
+            "maskedPaths": [
+                "/proc/timer_list", "/proc/acpi", "/secret-dir", "/etc/secret-file", "/proc/kcore"
+            ]
         }
     }))
 }
@@ -651,8 +653,10 @@ fn shared_root_propagation() {
     let s = spec(json!({
         "ociVersion": "1.0.2",
         "root": {"path": "rootfs"},
-        "mounts": [mount("/proc", "proc", "proc", &[]),
-                   mount("/data", "bind", dir.join("host-data").to_str().unwrap(), &["rbind", "rslave"])],
+        "mounts": [
+            mount("/proc", "proc", "proc", &[]),
+            mount("/data", "bind", source.to_str().unwrap(), &["rbind", "rslave"])
+        ],
         "linux": {"namespaces": namespaces(&["pid", "mount"]), "rootfsPropagation": "rshared"}
     }));
     let data_point = dir.join("rootfs/data");

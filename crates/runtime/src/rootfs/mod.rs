@@ -56,7 +56,10 @@ pub struct Options {
 #[derive(Debug, thiserror::Error)]
 pub enum RootfsError {
     /// `linux.rootfsPropagation` is not a propagation type.
-    #[error("linux.rootfsPropagation {0:?} is not one of shared, slave, private, unbindable (or r-variants)")]
+    #[error(
+        "linux.rootfsPropagation {0:?} is not one of shared, slave, private, unbindable \
+         (or their r-variants)"
+    )]
     BadPropagation(String),
     /// Changing the propagation of a mount.
     #[error("setting propagation {propagation} on {}: {source}", path.display())]
