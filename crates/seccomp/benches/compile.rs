@@ -11,7 +11,8 @@ use pier_seccomp::{compile, from_json, profile_key, Cache};
 use std::hint::black_box;
 
 fn docker(arches: Option<&str>) -> LinuxSeccomp {
-    let mut json: serde_json::Value = serde_json::from_str(include_str!("../profiles/docker-default.json")).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_str(include_str!("../profiles/docker-default.json")).unwrap();
     if let Some(arch) = arches {
         json["architectures"] = serde_json::json!([arch]);
     }
@@ -22,17 +23,35 @@ fn bench(c: &mut Criterion) {
     let three = docker(None);
     let one = docker(Some("SCMP_ARCH_X86_64"));
     let mut g = c.benchmark_group("docker-default");
-    g.bench_function("pier compile x86_64+x86+x32", |b| b.iter(|| compile(black_box(&three)).unwrap()));
-    g.bench_function("libseccomp compile x86_64+x86+x32", |b| b.iter(|| support::libseccomp_program(black_box(&three))));
-    g.bench_function("pier compile x86_64", |b| b.iter(|| compile(black_box(&one)).unwrap()));
-    g.bench_function("libseccomp compile x86_64", |b| b.iter(|| support::libseccomp_program(black_box(&one))));
-    let dir = tempfile::Builder::new().prefix("pier-test-").tempdir().unwrap();
+    g.bench_function("pier compile x86_64+x86+x32", |b| {
+        b.iter(|| compile(black_box(&three)).unwrap())
+    });
+    g.bench_function("libseccomp compile x86_64+x86+x32", |b| {
+        b.iter(|| support::libseccomp_program(black_box(&three)))
+    });
+    g.bench_function("pier compile x86_64", |b| {
+        b.iter(|| compile(black_box(&one)).unwrap())
+    });
+    g.bench_function("libseccomp compile x86_64", |b| {
+        b.iter(|| support::libseccomp_program(black_box(&one)))
+    });
+    let dir = tempfile::Builder::new()
+        .prefix("pier-test-")
+        .tempdir()
+        .unwrap();
     let cache = Cache::new(dir.path().to_owned());
     cache.get_or_compile(&three).unwrap();
-    g.bench_function("pier cache hit x86_64+x86+x32", |b| b.iter(|| cache.get_or_compile(black_box(&three)).unwrap()));
-    g.bench_function("pier cache key", |b| b.iter(|| profile_key(black_box(&three))));
-    let json: serde_json::Value = serde_json::from_str(include_str!("../profiles/docker-default.json")).unwrap();
-    g.bench_function("pier from_json", |b| b.iter(|| from_json(black_box(&json)).unwrap()));
+    g.bench_function("pier cache hit x86_64+x86+x32", |b| {
+        b.iter(|| cache.get_or_compile(black_box(&three)).unwrap())
+    });
+    g.bench_function("pier cache key", |b| {
+        b.iter(|| profile_key(black_box(&three)))
+    });
+    let json: serde_json::Value =
+        serde_json::from_str(include_str!("../profiles/docker-default.json")).unwrap();
+    g.bench_function("pier from_json", |b| {
+        b.iter(|| from_json(black_box(&json)).unwrap())
+    });
     g.finish();
 }
 

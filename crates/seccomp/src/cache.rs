@@ -13,6 +13,7 @@
 //!   over the entry, so concurrent starts of one profile each see a whole entry or none.
 //! - LRU: a hit refreshes the entry's mtime (at most once a minute); after a write, entries
 //!   beyond the size bound are removed oldest mtime first, with stale temporary files.
+//!
 //! A cache that cannot be written only costs the compile: errors are logged, not returned.
 //! Privileges: write access to the directory. Tests: unit tests below.
 use crate::bpf::Insn;
@@ -69,9 +70,17 @@ impl Cache {
 
     fn store(&self, path: &Path, key: &[u8; 32], program: &Program) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let tmp = self.dir.join(format!(".tmp-{}-{}-{nanos}", &hex(key)[..16], std::process::id()));
-        let written = write_synced(&tmp, &encode(key, program)).and_then(|()| fs::rename(&tmp, path));
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}-{nanos}",
+            &hex(key)[..16],
+            std::process::id()
+        ));
+        let written =
+            write_synced(&tmp, &encode(key, program)).and_then(|()| fs::rename(&tmp, path));
         if written.is_err() {
             let _ = fs::remove_file(&tmp);
         }
@@ -89,7 +98,9 @@ impl Cache {
             let mtime = meta.modified()?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(".tmp-") && now.duration_since(mtime).unwrap_or_default() > TOUCH_AFTER {
+            if name.starts_with(".tmp-")
+                && now.duration_since(mtime).unwrap_or_default() > TOUCH_AFTER
+            {
                 let _ = fs::remove_file(entry.path());
             } else if name.ends_with(".bpf") {
                 entries.push((mtime, meta.len(), entry.path()));
@@ -112,7 +123,11 @@ impl Cache {
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
 }
@@ -139,7 +154,7 @@ fn load(path: &Path, key: &[u8; 32]) -> Option<Program> {
     let mut file = File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     let len = usize::try_from(meta.len()).ok()?;
-    if len < HEADER + 32 || (len - HEADER - 32) % 8 != 0 {
+    if len < HEADER + 32 || !(len - HEADER - 32).is_multiple_of(8) {
         return discard(path, "length");
     }
     let mut bytes = vec![0u8; len];
@@ -148,14 +163,22 @@ fn load(path: &Path, key: &[u8; 32]) -> Option<Program> {
         Ok(program) => program,
         Err(what) => return discard(path, what),
     };
-    if meta.modified().ok().and_then(|m| m.elapsed().ok()).is_none_or(|age| age > TOUCH_AFTER) {
+    if meta
+        .modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_none_or(|age| age > TOUCH_AFTER)
+    {
         let _ = file.set_modified(SystemTime::now());
     }
     Some(program)
 }
 
 fn discard(path: &Path, what: &str) -> Option<Program> {
-    log::warn!("seccomp cache: {} has a bad {what}; recompiling", path.display());
+    log::warn!(
+        "seccomp cache: {} has a bad {what}; recompiling",
+        path.display()
+    );
     None
 }
 
@@ -174,7 +197,12 @@ fn decode(bytes: &[u8], key: &[u8; 32]) -> Result<Program, &'static str> {
     }
     let insns = body[HEADER..]
         .chunks_exact(8)
-        .map(|c| Insn { code: u16::from_le_bytes([c[0], c[1]]), jt: c[2], jf: c[3], k: word_at(c, 4) })
+        .map(|c| Insn {
+            code: u16::from_le_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: word_at(c, 4),
+        })
         .collect();
     Ok(Program::from_parts(insns, word(40), word(44) != 0))
 }
@@ -195,9 +223,15 @@ pub fn profile_key(profile: &LinuxSeccomp) -> [u8; 32] {
     c.str(kernel_actions());
     c.u64(action_code(profile.default_action()));
     c.opt(profile.default_errno_ret(), |c, e| c.u64(e.into()));
-    c.opt(profile.architectures().as_ref(), |c, v| c.list(v, |c, a| c.u64(*a as u64)));
-    c.opt(profile.flags().as_ref(), |c, v| c.list(v, |c, f| c.u64(flag_code(*f))));
-    c.opt(profile.listener_path().as_ref(), |c, p| c.bytes(p.as_os_str().as_encoded_bytes()));
+    c.opt(profile.architectures().as_ref(), |c, v| {
+        c.list(v, |c, a| c.u64(*a as u64))
+    });
+    c.opt(profile.flags().as_ref(), |c, v| {
+        c.list(v, |c, f| c.u64(flag_code(*f)))
+    });
+    c.opt(profile.listener_path().as_ref(), |c, p| {
+        c.bytes(p.as_os_str().as_encoded_bytes())
+    });
     c.opt(profile.listener_metadata().as_ref(), |c, m| c.str(m));
     c.opt(profile.syscalls().as_ref(), |c, v| c.list(v, Canon::rule));
     Sha256::digest(&c.0).into()
@@ -206,7 +240,9 @@ pub fn profile_key(profile: &LinuxSeccomp) -> [u8; 32] {
 /// `/proc/sys/kernel/seccomp/actions_avail`, read once per process.
 fn kernel_actions() -> &'static str {
     static ACTIONS: OnceLock<String> = OnceLock::new();
-    ACTIONS.get_or_init(|| fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default())
+    ACTIONS.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default()
+    })
 }
 
 fn action_code(a: LinuxSeccompAction) -> u64 {
@@ -333,7 +369,10 @@ mod tests {
 
     #[test]
     fn hit_returns_the_stored_program_and_corruption_recompiles() {
-        let dir = tempfile::Builder::new().prefix("pier-test-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("pier-test-")
+            .tempdir()
+            .unwrap();
         let cache = Cache::new(dir.path().join("seccomp"));
         let profile: LinuxSeccomp = serde_json::from_value(base()).unwrap();
         let first = cache.get_or_compile(&profile).unwrap();
@@ -353,7 +392,10 @@ mod tests {
 
     #[test]
     fn eviction_keeps_the_cache_bounded_and_removes_oldest() {
-        let dir = tempfile::Builder::new().prefix("pier-test-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("pier-test-")
+            .tempdir()
+            .unwrap();
         let first: LinuxSeccomp = serde_json::from_value(base()).unwrap();
         let entry_len = encode(&profile_key(&first), &compile(&first).unwrap()).len() as u64;
         let limit = entry_len * 5 / 2;
@@ -366,10 +408,18 @@ mod tests {
             cache.get_or_compile(&profile).unwrap();
             let path = entry_path(dir.path(), &profile);
             let age = Duration::from_secs(600 - errno * 10);
-            File::options().write(true).open(&path).unwrap().set_modified(SystemTime::now() - age).unwrap();
+            File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(SystemTime::now() - age)
+                .unwrap();
             paths.push(path);
         }
-        let total: u64 = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+        let total: u64 = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
         assert!(total <= limit, "{total} > {limit}");
         assert!(!paths[0].exists());
         assert!(paths[4].exists());
@@ -377,7 +427,10 @@ mod tests {
 
     #[test]
     fn concurrent_starts_of_one_profile_agree() {
-        let dir = tempfile::Builder::new().prefix("pier-test-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("pier-test-")
+            .tempdir()
+            .unwrap();
         let profile: LinuxSeccomp = serde_json::from_value(base()).unwrap();
         let expected = compile(&profile).unwrap();
         std::thread::scope(|s| {
@@ -390,7 +443,10 @@ mod tests {
                 });
             }
         });
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1, "{names:?}");
     }
 }

@@ -30,8 +30,17 @@ fn arg_cases(p: &LinuxSeccomp) -> Vec<[u64; 6]> {
         for a in rule.args().as_deref().unwrap_or_default() {
             let (v, v2) = (a.value(), a.value_two().unwrap_or(0));
             for c in [v, v2, v & v2, v | v2, !v & v2] {
-                let near = [c.wrapping_sub(1), c, c.wrapping_add(1), c ^ (1 << 32), c & 0xffff_ffff];
-                for x in near.into_iter().chain([c | 0xffff_ffff_0000_0000, c ^ 1, c ^ 0x8000_0000]) {
+                let near = [
+                    c.wrapping_sub(1),
+                    c,
+                    c.wrapping_add(1),
+                    c ^ (1 << 32),
+                    c & 0xffff_ffff,
+                ];
+                for x in near
+                    .into_iter()
+                    .chain([c | 0xffff_ffff_0000_0000, c ^ 1, c ^ 0x8000_0000])
+                {
                     let mut one = [0u64; 6];
                     one[a.index()] = x;
                     cases.push(one);
@@ -49,7 +58,11 @@ fn named_numbers(p: &LinuxSeccomp) -> Vec<u32> {
     let mut nrs = vec![102, 117];
     for rule in p.syscalls().as_deref().unwrap_or_default() {
         for name in rule.names() {
-            nrs.extend([Arch::X86_64, Arch::X86, Arch::X32].iter().filter_map(|&a| syscall_number(name, a)));
+            nrs.extend(
+                [Arch::X86_64, Arch::X86, Arch::X32]
+                    .iter()
+                    .filter_map(|&a| syscall_number(name, a)),
+            );
         }
     }
     nrs.sort_unstable();
@@ -64,18 +77,40 @@ fn compare(profile: &LinuxSeccomp) -> usize {
     check(ours.instructions()).unwrap();
     let theirs = libseccomp_program(&p);
     check(&theirs).unwrap();
-    let edges = [0x3fff_ffff, X32_BIT - 1, 0x7fff_ffff, 0x8000_0000, u32::MAX - 1, u32::MAX];
-    let nrs: Vec<u32> = (0..1100).chain((0..1100).map(|n| n | X32_BIT)).chain(edges).collect();
+    let edges = [
+        0x3fff_ffff,
+        X32_BIT - 1,
+        0x7fff_ffff,
+        0x8000_0000,
+        u32::MAX - 1,
+        u32::MAX,
+    ];
+    let nrs: Vec<u32> = (0..1100)
+        .chain((0..1100).map(|n| n | X32_BIT))
+        .chain(edges)
+        .collect();
     let named = named_numbers(&p);
     let cases = arg_cases(&p);
     let mut compared = 0;
     for arch in [AUDIT_X86_64, AUDIT_I386, AUDIT_AARCH64] {
         for &nr in &nrs {
-            let args_list: &[[u64; 6]] = if named.contains(&nr) { &cases } else { &cases[..1] };
+            let args_list: &[[u64; 6]] = if named.contains(&nr) {
+                &cases
+            } else {
+                &cases[..1]
+            };
             for args in args_list {
-                let data = Data { nr, arch, ip: 0, args: *args };
+                let data = Data {
+                    nr,
+                    arch,
+                    ip: 0,
+                    args: *args,
+                };
                 let (a, b) = (run(ours.instructions(), &data).0, run(&theirs, &data).0);
-                assert_eq!(a, b, "arch {arch:#x} nr {nr:#x} args {args:x?}: pier {a:#x} libseccomp {b:#x}");
+                assert_eq!(
+                    a, b,
+                    "arch {arch:#x} nr {nr:#x} args {args:x?}: pier {a:#x} libseccomp {b:#x}"
+                );
                 compared += 1;
             }
         }
@@ -139,10 +174,45 @@ fn crun_style_profiles_match_libseccomp() {
 }
 
 const NAME_POOL: &[&str] = &[
-    "read", "write", "open", "close", "mmap", "mmap2", "kill", "socket", "bind", "connect", "recv", "send",
-    "socketcall", "ipc", "semop", "shmctl", "msgrcv", "readv", "writev", "execve", "rt_sigaction", "ioctl",
-    "personality", "clone", "clone3", "getpid", "uname", "futex", "epoll_wait", "_llseek", "arch_prctl",
-    "set_thread_area", "setuid32", "mount", "pidfd_open", "io_uring_setup", "fstat64", "getcwd", "exit_group",
+    "read",
+    "write",
+    "open",
+    "close",
+    "mmap",
+    "mmap2",
+    "kill",
+    "socket",
+    "bind",
+    "connect",
+    "recv",
+    "send",
+    "socketcall",
+    "ipc",
+    "semop",
+    "shmctl",
+    "msgrcv",
+    "readv",
+    "writev",
+    "execve",
+    "rt_sigaction",
+    "ioctl",
+    "personality",
+    "clone",
+    "clone3",
+    "getpid",
+    "uname",
+    "futex",
+    "epoll_wait",
+    "_llseek",
+    "arch_prctl",
+    "set_thread_area",
+    "setuid32",
+    "mount",
+    "pidfd_open",
+    "io_uring_setup",
+    "fstat64",
+    "getcwd",
+    "exit_group",
 ];
 
 fn arb_action() -> impl Strategy<Value = (Action, Option<u32>)> {
@@ -160,22 +230,40 @@ fn arb_action() -> impl Strategy<Value = (Action, Option<u32>)> {
 }
 
 fn arb_value() -> impl Strategy<Value = u64> {
-    prop_oneof![0u64..8, Just(u32::MAX as u64), Just(1u64 << 32), Just(u64::MAX), any::<u64>(), any::<u32>().prop_map(u64::from)]
+    prop_oneof![
+        0u64..8,
+        Just(u32::MAX as u64),
+        Just(1u64 << 32),
+        Just(u64::MAX),
+        any::<u64>(),
+        any::<u32>().prop_map(u64::from)
+    ]
 }
 
 fn arb_arg() -> impl Strategy<Value = serde_json::Value> {
-    let ops = ["SCMP_CMP_NE", "SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_MASKED_EQ"];
+    let ops = [
+        "SCMP_CMP_NE",
+        "SCMP_CMP_LT",
+        "SCMP_CMP_LE",
+        "SCMP_CMP_EQ",
+        "SCMP_CMP_GE",
+        "SCMP_CMP_GT",
+        "SCMP_CMP_MASKED_EQ",
+    ];
     (0usize..4, arb_value(), arb_value(), 0usize..7)
         .prop_map(move |(index, value, two, op)| serde_json::json!({"index": index, "value": value, "valueTwo": two, "op": ops[op]}))
 }
 
 fn arb_rule() -> impl Strategy<Value = serde_json::Value> {
-    (prop::sample::subsequence(NAME_POOL, 1..6), arb_action(), prop::collection::vec(arb_arg(), 0..4)).prop_map(
-        |(names, (action, errno), args)| {
+    (
+        prop::sample::subsequence(NAME_POOL, 1..6),
+        arb_action(),
+        prop::collection::vec(arb_arg(), 0..4),
+    )
+        .prop_map(|(names, (action, errno), args)| {
             let action = serde_json::to_value(action).unwrap();
             serde_json::json!({"names": names, "action": action, "errnoRet": errno, "args": args})
-        },
-    )
+        })
 }
 
 /// Keeps generated profiles inside what libseccomp 2.5.4 gets right: one action per syscall
@@ -188,16 +276,31 @@ fn coherent(rules: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
         .into_iter()
         .map(|mut r| {
             let ordered = r["args"].as_array().unwrap().iter().any(|a| {
-                ["SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_GT", "SCMP_CMP_GE"].contains(&a["op"].as_str().unwrap())
+                ["SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_GT", "SCMP_CMP_GE"]
+                    .contains(&a["op"].as_str().unwrap())
             });
             if ordered {
                 let mut indexes = Vec::new();
-                let args: Vec<serde_json::Value> = r["args"].as_array().unwrap().iter()
-                    .filter(|a| { let i = a["index"].as_u64(); let new = !indexes.contains(&i); indexes.push(i); new })
-                    .cloned().collect();
+                let args: Vec<serde_json::Value> = r["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|a| {
+                        let i = a["index"].as_u64();
+                        let new = !indexes.contains(&i);
+                        indexes.push(i);
+                        new
+                    })
+                    .cloned()
+                    .collect();
                 r["args"] = args.into();
             }
-            let action = format!("{}{}{}", r["action"], r["errnoRet"], if ordered { "#" } else { "" });
+            let action = format!(
+                "{}{}{}",
+                r["action"],
+                r["errnoRet"],
+                if ordered { "#" } else { "" }
+            );
             let names: Vec<String> = r["names"]
                 .as_array()
                 .unwrap()
@@ -220,7 +323,9 @@ fn coherent(rules: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
 /// Names that x86 reaches through socketcall/ipc. With x86 in the profile libseccomp 2.5.4
 /// mis-compiles other rules next to them (see `libseccomp_breaks_rules_next_to_multiplexed_ones`),
 /// so generated x86 profiles leave them out; Docker's and the crun-style profiles cover them.
-const MULTIPLEXED: &[&str] = &["socket", "bind", "connect", "recv", "send", "semop", "shmctl", "msgrcv"];
+const MULTIPLEXED: &[&str] = &[
+    "socket", "bind", "connect", "recv", "send", "semop", "shmctl", "msgrcv",
+];
 
 fn without_multiplexed(rules: Vec<serde_json::Value>, x86: bool) -> Vec<serde_json::Value> {
     if !x86 {
@@ -229,8 +334,13 @@ fn without_multiplexed(rules: Vec<serde_json::Value>, x86: bool) -> Vec<serde_js
     rules
         .into_iter()
         .map(|mut r| {
-            let names: Vec<serde_json::Value> =
-                r["names"].as_array().unwrap().iter().filter(|n| !MULTIPLEXED.contains(&n.as_str().unwrap())).cloned().collect();
+            let names: Vec<serde_json::Value> = r["names"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|n| !MULTIPLEXED.contains(&n.as_str().unwrap()))
+                .cloned()
+                .collect();
             r["names"] = names.into();
             r
         })
@@ -241,8 +351,12 @@ fn without_multiplexed(rules: Vec<serde_json::Value>, x86: bool) -> Vec<serde_js
 /// mis-compiles conditional rules next to a rule on a call these arches lack (see
 /// `libseccomp_breaks_rules_next_to_pseudo_syscalls`).
 fn everywhere(rules: Vec<serde_json::Value>, arch_mask: u8) -> Vec<serde_json::Value> {
-    let arches: Vec<Arch> =
-        [Arch::X86_64, Arch::X86, Arch::X32].into_iter().enumerate().filter(|(i, _)| arch_mask & (1 << i) != 0).map(|(_, a)| a).collect();
+    let arches: Vec<Arch> = [Arch::X86_64, Arch::X86, Arch::X32]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| arch_mask & (1 << i) != 0)
+        .map(|(_, a)| a)
+        .collect();
     rules
         .into_iter()
         .map(|mut r| {
@@ -250,7 +364,11 @@ fn everywhere(rules: Vec<serde_json::Value>, arch_mask: u8) -> Vec<serde_json::V
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|n| arches.iter().all(|&a| syscall_number(n.as_str().unwrap(), a).is_some()))
+                .filter(|n| {
+                    arches
+                        .iter()
+                        .all(|&a| syscall_number(n.as_str().unwrap(), a).is_some())
+                })
                 .cloned()
                 .collect();
             r["names"] = names.into();
@@ -287,11 +405,26 @@ fn libseccomp_merges_ordered_compares_wrongly() {
     );
     let ours = compile(&p).unwrap();
     let theirs = libseccomp_program(&p);
-    let verdict = |prog: &[Insn], arg: u64| run(prog, &Data { nr: 165, arch: AUDIT_X86_64, ip: 0, args: [arg, 0, 0, 0, 0, 0] }).0;
+    let verdict = |prog: &[Insn], arg: u64| {
+        run(
+            prog,
+            &Data {
+                nr: 165,
+                arch: AUDIT_X86_64,
+                ip: 0,
+                args: [arg, 0, 0, 0, 0, 0],
+            },
+        )
+        .0
+    };
     assert_eq!(verdict(ours.instructions(), 1), 0x7fff_0000);
     assert_eq!(verdict(ours.instructions(), (1 << 32) + 1), 0x5_0003);
     assert_eq!(verdict(ours.instructions(), 1 << 32), 0x7fff_0000);
-    assert_eq!(verdict(&theirs, 1), 0x5_0003, "libseccomp fixed this: move the case into the compared profiles");
+    assert_eq!(
+        verdict(&theirs, 1),
+        0x5_0003,
+        "libseccomp fixed this: move the case into the compared profiles"
+    );
 }
 
 /// libseccomp 2.5.4 on x86, with a multiplexed call in the profile: it denies `ipc(SEMOP, ...)`
@@ -306,17 +439,41 @@ fn libseccomp_breaks_rules_next_to_multiplexed_ones() {
         r#"{base},{{"names":["clone"],"action":"SCMP_ACT_ALLOW","args":[{{"index":0,"value":0,"op":"SCMP_CMP_NE"}}]}}]}}"#
     ));
     compare(&alone);
-    let ipc_semop = Data { nr: 117, arch: AUDIT_I386, ip: 0, args: [1, 0, 0, 0, 0, 0] };
-    assert_eq!(run(compile(&with_clone).unwrap().instructions(), &ipc_semop).0, 0x7fff_0000);
-    assert_eq!(run(&libseccomp_program(&with_clone), &ipc_semop).0, 0x5_0000, "libseccomp fixed this");
+    let ipc_semop = Data {
+        nr: 117,
+        arch: AUDIT_I386,
+        ip: 0,
+        args: [1, 0, 0, 0, 0, 0],
+    };
+    assert_eq!(
+        run(compile(&with_clone).unwrap().instructions(), &ipc_semop).0,
+        0x7fff_0000
+    );
+    assert_eq!(
+        run(&libseccomp_program(&with_clone), &ipc_semop).0,
+        0x5_0000,
+        "libseccomp fixed this"
+    );
     let mmap2 = profile(
         r#"{"defaultAction":"SCMP_ACT_ERRNO","defaultErrnoRet":0,"architectures":["SCMP_ARCH_X86"],"syscalls":[
         {"names":["mmap2"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":1,"op":"SCMP_CMP_LT"}]},
         {"names":["send"],"action":"SCMP_ACT_ALLOW"}]}"#,
     );
-    let call = Data { nr: 192, arch: AUDIT_I386, ip: 0, args: [0; 6] };
-    assert_eq!(run(compile(&mmap2).unwrap().instructions(), &call).0, 0x7fff_0000);
-    assert_eq!(run(&libseccomp_program(&mmap2), &call).0, 0x5_0000, "libseccomp fixed this");
+    let call = Data {
+        nr: 192,
+        arch: AUDIT_I386,
+        ip: 0,
+        args: [0; 6],
+    };
+    assert_eq!(
+        run(compile(&mmap2).unwrap().instructions(), &call).0,
+        0x7fff_0000
+    );
+    assert_eq!(
+        run(&libseccomp_program(&mmap2), &call).0,
+        0x5_0000,
+        "libseccomp fixed this"
+    );
 }
 
 /// libseccomp 2.5.4 with x86_64+x32: an unconditional rule on `mmap2` (x86 only) makes it
@@ -328,7 +485,16 @@ fn libseccomp_breaks_rules_next_to_pseudo_syscalls() {
         {"names":["mmap2"],"action":"SCMP_ACT_ERRNO","errnoRet":0},
         {"names":["open"],"action":"SCMP_ACT_ERRNO","errnoRet":0,"args":[{"index":0,"value":4294967295,"op":"SCMP_CMP_NE"}]}]}"#,
     );
-    let call = Data { nr: 2, arch: AUDIT_X86_64, ip: 0, args: [0; 6] };
+    let call = Data {
+        nr: 2,
+        arch: AUDIT_X86_64,
+        ip: 0,
+        args: [0; 6],
+    };
     assert_eq!(run(compile(&p).unwrap().instructions(), &call).0, 0x5_0000);
-    assert_eq!(run(&libseccomp_program(&p), &call).0, 0x7fff_0000, "libseccomp fixed this");
+    assert_eq!(
+        run(&libseccomp_program(&p), &call).0,
+        0x7fff_0000,
+        "libseccomp fixed this"
+    );
 }

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "PIER_SECCOMP_CHILD";
 const DIR_ENV: &str = "PIER_SECCOMP_DIR";
-const STATE: &[u8] = br#"{"ociVersion":"1.0.2","fds":["seccompFd"],"pid":1,"metadata":"m","state":{}}"#;
+const STATE: &[u8] =
+    br#"{"ociVersion":"1.0.2","fds":["seccompFd"],"pid":1,"metadata":"m","state":{}}"#;
 
 fn spawn_child(case: &str, dir: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
@@ -30,7 +31,10 @@ fn spawn_child(case: &str, dir: &Path) -> Child {
 }
 
 fn temp_dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("pier-test-").tempdir().unwrap()
+    tempfile::Builder::new()
+        .prefix("pier-test-")
+        .tempdir()
+        .unwrap()
 }
 
 fn expect_success(case: &str) {
@@ -61,7 +65,10 @@ fn notify_delivers_to_the_listener() {
         match listener.accept() {
             Ok((conn, _)) => break conn,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                assert!(child.try_wait().unwrap().is_none(), "child exited before connecting");
+                assert!(
+                    child.try_wait().unwrap().is_none(),
+                    "child exited before connecting"
+                );
                 assert!(Instant::now() < deadline, "child never connected");
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -73,7 +80,11 @@ fn notify_delivers_to_the_listener() {
     let (fd, len) = recv_fd(conn.as_fd(), &mut buf).unwrap();
     assert_eq!(&buf[..len], STATE);
     let notif = notif_recv(fd.as_fd()).unwrap();
-    assert!(notif.nr == libc::SYS_mkdir as i32 || notif.nr == libc::SYS_mkdirat as i32, "nr {}", notif.nr);
+    assert!(
+        notif.nr == libc::SYS_mkdir as i32 || notif.nr == libc::SYS_mkdirat as i32,
+        "nr {}",
+        notif.nr
+    );
     notif_respond(fd.as_fd(), notif.id, 0, -libc::EXDEV).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "child failed: {status}");
@@ -82,7 +93,9 @@ fn notify_delivers_to_the_listener() {
 /// Runs in the re-executed child only.
 #[test]
 fn child_entry() {
-    let Ok(case) = std::env::var(CHILD_ENV) else { return };
+    let Ok(case) = std::env::var(CHILD_ENV) else {
+        return;
+    };
     let dir = std::path::PathBuf::from(std::env::var(DIR_ENV).unwrap());
     nix::sys::prctl::set_no_new_privs().unwrap();
     let result = match case.as_str() {
@@ -98,7 +111,8 @@ fn child_entry() {
 }
 
 fn install(json: serde_json::Value) -> Result<Option<std::os::fd::OwnedFd>, String> {
-    let program = compile(&from_json(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let program =
+        compile(&from_json(&json).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     program.install().map_err(|e| e.to_string())
 }
 
@@ -107,9 +121,11 @@ fn errno_of<T>(r: Result<T, std::io::Error>) -> Option<i32> {
 }
 
 fn child_errno(dir: &Path) -> Result<(), String> {
-    install(serde_json::json!({"defaultAction":"SCMP_ACT_ALLOW","syscalls":[
+    install(
+        serde_json::json!({"defaultAction":"SCMP_ACT_ALLOW","syscalls":[
         {"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO","errnoRet":42},
-        {"names":["kill"],"action":"SCMP_ACT_ERRNO","errnoRet":55,"args":[{"index":1,"value":0,"op":"SCMP_CMP_EQ"}]}]}))?;
+        {"names":["kill"],"action":"SCMP_ACT_ERRNO","errnoRet":55,"args":[{"index":1,"value":0,"op":"SCMP_CMP_EQ"}]}]}),
+    )?;
     std::env::current_dir().map_err(|e| format!("getcwd denied: {e}"))?;
     match errno_of(std::fs::create_dir(dir.join("x"))) {
         Some(42) => {}
@@ -120,14 +136,16 @@ fn child_errno(dir: &Path) -> Result<(), String> {
         Err(e) if e as i32 == 55 => {}
         other => return Err(format!("kill(pid, 0): expected errno 55, got {other:?}")),
     }
-    nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGCHLD).map_err(|e| format!("kill(pid, SIGCHLD): {e}"))?;
+    nix::sys::signal::kill(me, nix::sys::signal::Signal::SIGCHLD)
+        .map_err(|e| format!("kill(pid, SIGCHLD): {e}"))?;
     nix::unistd::getppid();
     Ok(())
 }
 
 fn child_docker() -> Result<(), String> {
     let json: serde_json::Value =
-        serde_json::from_str(include_str!("../profiles/docker-default.json")).map_err(|e| e.to_string())?;
+        serde_json::from_str(include_str!("../profiles/docker-default.json"))
+            .map_err(|e| e.to_string())?;
     install(json)?;
     std::env::current_dir().map_err(|e| format!("getcwd denied: {e}"))?;
     match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUTS) {
@@ -135,7 +153,13 @@ fn child_docker() -> Result<(), String> {
         other => return Err(format!("unshare: expected EPERM, got {other:?}")),
     }
     let none: Option<&str> = None;
-    match nix::mount::mount(none, "/nonexistent", none, nix::mount::MsFlags::MS_BIND, none) {
+    match nix::mount::mount(
+        none,
+        "/nonexistent",
+        none,
+        nix::mount::MsFlags::MS_BIND,
+        none,
+    ) {
         Err(nix::errno::Errno::EPERM) => {}
         other => return Err(format!("mount: expected EPERM, got {other:?}")),
     }
@@ -144,12 +168,16 @@ fn child_docker() -> Result<(), String> {
 
 fn child_notify(dir: &Path) -> Result<(), String> {
     let sock = dir.join("agent.sock");
-    let listener = install(serde_json::json!({"defaultAction":"SCMP_ACT_ALLOW","listenerPath": sock,
-        "syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_NOTIFY"}]}))?
+    let listener = install(
+        serde_json::json!({"defaultAction":"SCMP_ACT_ALLOW","listenerPath": sock,
+        "syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_NOTIFY"}]}),
+    )?
     .ok_or("no listener fd returned")?;
     send_to_listener(&sock, listener.as_fd(), STATE).map_err(|e| e.to_string())?;
     match errno_of(std::fs::create_dir(dir.join("notified"))) {
         Some(libc::EXDEV) => Ok(()),
-        other => Err(format!("notified mkdir: expected EXDEV from the agent, got {other:?}")),
+        other => Err(format!(
+            "notified mkdir: expected EXDEV from the agent, got {other:?}"
+        )),
     }
 }

@@ -3,8 +3,12 @@
 //! whose action is the default skipped), with the OCI rule for conditions on one argument
 //! (ORed: one libseccomp rule per combination) and on different ones (ANDed).
 #![allow(dead_code)]
-use libseccomp::{ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall};
-use oci_spec::runtime::{LinuxSeccomp, LinuxSeccompAction as Action, LinuxSeccompOperator as Op, LinuxSyscall};
+use libseccomp::{
+    ScmpAction, ScmpArch, ScmpArgCompare, ScmpCompareOp, ScmpFilterContext, ScmpSyscall,
+};
+use oci_spec::runtime::{
+    LinuxSeccomp, LinuxSeccompAction as Action, LinuxSeccompOperator as Op, LinuxSyscall,
+};
 use pier_seccomp::arch::Arch;
 use pier_seccomp::bpf::Insn;
 use pier_seccomp::syscall_number;
@@ -38,11 +42,13 @@ pub fn arches(p: &LinuxSeccomp) -> Vec<Arch> {
         .as_deref()
         .unwrap_or_default()
         .iter()
-        .map(|a| match serde_json::to_value(a).unwrap().as_str().unwrap() {
-            "SCMP_ARCH_X86" => Arch::X86,
-            "SCMP_ARCH_X32" => Arch::X32,
-            _ => Arch::X86_64,
-        })
+        .map(
+            |a| match serde_json::to_value(a).unwrap().as_str().unwrap() {
+                "SCMP_ARCH_X86" => Arch::X86,
+                "SCMP_ARCH_X32" => Arch::X32,
+                _ => Arch::X86_64,
+            },
+        )
         .collect();
     if list.is_empty() {
         vec![Arch::X86_64]
@@ -52,7 +58,9 @@ pub fn arches(p: &LinuxSeccomp) -> Vec<Arch> {
 }
 
 pub fn theirs_nr(name: &str, arch: Arch) -> Option<u32> {
-    let raw = ScmpSyscall::from_name_by_arch(name, scmp_arch(arch)).ok()?.as_raw_syscall();
+    let raw = ScmpSyscall::from_name_by_arch(name, scmp_arch(arch))
+        .ok()?
+        .as_raw_syscall();
     u32::try_from(raw).ok()
 }
 
@@ -66,7 +74,10 @@ pub fn agreed(p: &LinuxSeccomp) -> LinuxSeccomp {
         .unwrap_or_default()
         .into_iter()
         .map(|mut r| {
-            let names = r.names().iter().filter(|n| all.iter().all(|&a| syscall_number(n, a) == theirs_nr(n, a)));
+            let names = r
+                .names()
+                .iter()
+                .filter(|n| all.iter().all(|&a| syscall_number(n, a) == theirs_nr(n, a)));
             r.set_names(names.cloned().collect());
             r
         })
@@ -88,16 +99,24 @@ pub fn dnf(rule: &LinuxSyscall) -> Vec<Vec<ScmpArgCompare>> {
             Op::ScmpCmpGt => ScmpCompareOp::Greater,
             Op::ScmpCmpMaskedEq => ScmpCompareOp::MaskedEqual(a.value()),
         };
-        let datum = if a.op() == Op::ScmpCmpMaskedEq { a.value_two().unwrap_or(0) } else { a.value() };
+        let datum = if a.op() == Op::ScmpCmpMaskedEq {
+            a.value_two().unwrap_or(0)
+        } else {
+            a.value()
+        };
         let cmp = ScmpArgCompare::new(a.index() as u32, op, datum);
         match groups.iter_mut().find(|g| g.0 == a.index()) {
             Some(g) => g.1.push(cmp),
             None => groups.push((a.index(), vec![cmp])),
         }
     }
-    groups.into_iter().fold(vec![Vec::new()], |acc, (_, conds)| {
-        acc.iter().flat_map(|pre| conds.iter().map(move |c| [pre.clone(), vec![*c]].concat())).collect()
-    })
+    groups
+        .into_iter()
+        .fold(vec![Vec::new()], |acc, (_, conds)| {
+            acc.iter()
+                .flat_map(|pre| conds.iter().map(move |c| [pre.clone(), vec![*c]].concat()))
+                .collect()
+        })
 }
 
 pub fn libseccomp_program(p: &LinuxSeccomp) -> Vec<Insn> {
@@ -118,7 +137,9 @@ pub fn libseccomp_program(p: &LinuxSeccomp) -> Vec<Insn> {
         }
         let action = scmp_action(rule.action(), rule.errno_ret());
         for name in rule.names() {
-            let Ok(sc) = ScmpSyscall::from_name(name) else { continue };
+            let Ok(sc) = ScmpSyscall::from_name(name) else {
+                continue;
+            };
             for conds in dnf(rule) {
                 ctx.add_rule_conditional(action, sc, &conds)
                     .unwrap_or_else(|e| panic!("libseccomp refused {name} {conds:?}: {e}"));
@@ -154,4 +175,3 @@ pub fn pier_value(a: Action, errno: Option<u32>) -> u32 {
         Action::ScmpActAllow => 0x7fff_0000,
     }
 }
-
