@@ -51,6 +51,7 @@ fn prepare() -> tempfile::TempDir {
     std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect("copy /bin/busybox");
     std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
     std::fs::write(root.join("secret-dir/secret"), "s").unwrap();
+    std::fs::write(root.join("etc/secret-file"), "s").unwrap();
     std::fs::create_dir_all(root.join("opt/app/sub")).unwrap();
     std::fs::write(root.join("opt/app/sub/run.sh"), "echo hi\n").unwrap();
     let exec = std::fs::Permissions::from_mode(0o750);
@@ -153,6 +154,7 @@ fn namespaces(types: &[&str]) -> Value {
 
 /// One line of the child's mountinfo: (mount point, per-mount options, optional fields,
 /// fstype).
+#[derive(Clone)]
 struct MountLine {
     point: String,
     options: String,
@@ -179,13 +181,7 @@ fn mounts() -> Vec<MountLine> {
 /// The topmost mount at `point`.
 fn at(mounts: &[MountLine], point: &str) -> MountLine {
     let m = mounts.iter().rev().find(|m| m.point == point);
-    let m = m.unwrap_or_else(|| panic!("no mount at {point}"));
-    MountLine {
-        point: m.point.clone(),
-        options: m.options.clone(),
-        optional: m.optional.clone(),
-        fstype: m.fstype.clone(),
-    }
+    m.unwrap_or_else(|| panic!("no mount at {point}")).clone()
 }
 
 fn has_opt(m: &MountLine, opt: &str) -> bool {
@@ -242,6 +238,24 @@ fn full_spec_as_real_root() {
         None::<&str>,
     )
     .expect("submount of the bind source");
+    let s = full_spec(&dir);
+    run_setup(&s, &dir, &Options::default()).expect("setup");
+    rootfs::finalize(&s).expect("finalize");
+    let ms = mounts();
+    check_root_and_binds(&ms);
+    check_special_filesystems(&ms);
+    check_devices();
+    check_sysctl_and_paths(&ms);
+    // The root is usable by a program.
+    let out = Command::new("/bin/sh")
+        .args(["-c", "echo ok"])
+        .output()
+        .expect("busybox sh");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+}
+
+/// The spec of `full_spec_as_real_root`: every kind of mount, devices, sysctl, paths.
+fn full_spec(dir: &Path) -> Spec {
     let mut ms = default_mounts();
     ms.extend([
         mount(
@@ -262,12 +276,8 @@ fn full_spec_as_real_root() {
             dir.join("host-file").to_str().unwrap(),
             &["bind", "ro"],
         ),
-        mount(
-            "/data2",
-            "none",
-            dir.join("host-data2").to_str().unwrap(),
-            &["bind", "nodev", "noexec"],
-        ),
+        // A relative source is relative to the bundle (`dir`), not to the cwd.
+        mount("/data2", "none", "host-data2", &["bind", "nodev", "noexec"]),
         mount(
             "/scratch",
             "tmpfs",
@@ -276,7 +286,7 @@ fn full_spec_as_real_root() {
         ),
         mount("/opt/app", "tmpfs", "tmpfs", &["tmpcopyup", "ro"]),
     ]);
-    let s = spec(json!({
+    spec(json!({
         "ociVersion": "1.0.2",
         "root": {"path": "rootfs", "readonly": true},
         "mounts": ms,
@@ -289,13 +299,14 @@ fn full_spec_as_real_root() {
             ],
             "sysctl": {"kernel.shmmni": "1234", "net.ipv4.ip_forward": "1"},
             "readonlyPaths": ["/proc/sys", "/does-not-exist"],
-            "maskedPaths": ["/proc/timer_list", "/proc/acpi", "/secret-dir", "/proc/kcore"]
+            "maskedPaths": [
+                "/proc/timer_list", "/proc/acpi", "/secret-dir", "/etc/secret-file", "/proc/kcore"
+            ]
         }
-    }));
-    run_setup(&s, &dir, &Options::default()).expect("setup");
-    rootfs::finalize(&s).expect("finalize");
-    let ms = mounts();
+    }))
+}
 
+fn check_root_and_binds(ms: &[MountLine]) {
     // The old root is gone: no host path is visible.
     assert!(
         ms.iter().all(|m| !m.point.contains("pier-test-rootfs")),
@@ -303,9 +314,9 @@ fn full_spec_as_real_root() {
     );
     assert!(Path::new("/bin/busybox").exists());
     // Root read-only; the spec's mounts keep their own options.
-    assert!(has_opt(&at(&ms, "/"), "ro"));
+    assert!(has_opt(&at(ms, "/"), "ro"));
     assert_erofs("/pier-test-new-file");
-    let scratch = at(&ms, "/scratch");
+    let scratch = at(ms, "/scratch");
     assert!(
         has_opt(&scratch, "rw") && has_opt(&scratch, "noatime"),
         "{}",
@@ -315,7 +326,7 @@ fn full_spec_as_real_root() {
     assert_eq!(mode, 0o1777);
     std::fs::write("/scratch/x", "x").expect("tmpfs is writable");
     // tmpcopyup: the tmpfs holds a copy of what it covers.
-    let app = at(&ms, "/opt/app");
+    let app = at(ms, "/opt/app");
     assert!(
         app.fstype == "tmpfs" && has_opt(&app, "ro"),
         "{}",
@@ -328,31 +339,34 @@ fn full_spec_as_real_root() {
     let run = std::fs::metadata("/opt/app/sub/run.sh").unwrap();
     assert_eq!(run.permissions().mode() & 0o7777, 0o750);
     // Binds: rro reaches the submount, nosuid only where asked.
-    let data = at(&ms, "/data");
+    let data = at(ms, "/data");
     assert!(
         has_opt(&data, "ro") && has_opt(&data, "nosuid"),
         "{}",
         data.options
     );
     assert!(
-        has_opt(&at(&ms, "/data/sub"), "ro"),
+        has_opt(&at(ms, "/data/sub"), "ro"),
         "rro did not reach the submount"
     );
     assert_erofs("/data/sub/x");
-    let file = at(&ms, "/etc/pier/file");
+    let file = at(ms, "/etc/pier/file");
     assert!(has_opt(&file, "ro"));
     assert_eq!(
         std::fs::read_to_string("/etc/pier/file").unwrap(),
         "from the host\n"
     );
-    let data2 = at(&ms, "/data2");
+    let data2 = at(ms, "/data2");
     assert!(has_opt(&data2, "nodev") && has_opt(&data2, "noexec") && has_opt(&data2, "rw"));
+}
+
+fn check_special_filesystems(ms: &[MountLine]) {
     // Special filesystems.
-    assert_eq!(at(&ms, "/proc").fstype, "proc");
-    assert!(has_opt(&at(&ms, "/sys"), "ro"));
-    assert_eq!(at(&ms, "/dev/pts").fstype, "devpts");
-    assert_eq!(at(&ms, "/dev/mqueue").fstype, "mqueue");
-    let cg = at(&ms, "/sys/fs/cgroup");
+    assert_eq!(at(ms, "/proc").fstype, "proc");
+    assert!(has_opt(&at(ms, "/sys"), "ro"));
+    assert_eq!(at(ms, "/dev/pts").fstype, "devpts");
+    assert_eq!(at(ms, "/dev/mqueue").fstype, "mqueue");
+    let cg = at(ms, "/sys/fs/cgroup");
     assert!(
         cg.fstype == "tmpfs" || cg.fstype == "cgroup2",
         "{}",
@@ -360,10 +374,13 @@ fn full_spec_as_real_root() {
     );
     if cg.fstype == "tmpfs" {
         assert!(has_opt(&cg, "ro"));
-        let memory = at(&ms, "/sys/fs/cgroup/memory");
+        let memory = at(ms, "/sys/fs/cgroup/memory");
         assert!(has_opt(&memory, "ro") && memory.fstype == "cgroup");
         assert!(Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists());
     }
+}
+
+fn check_devices() {
     // Devices and links.
     let null = std::fs::metadata("/dev/null").unwrap();
     assert!(null.file_type().is_char_device());
@@ -390,6 +407,9 @@ fn full_spec_as_real_root() {
         Path::new("/proc/self/fd")
     );
     assert!(Path::new("/dev/pts/ptmx").exists() && Path::new("/dev/shm").is_dir());
+}
+
+fn check_sysctl_and_paths(ms: &[MountLine]) {
     // sysctl, readonly and masked paths.
     assert_eq!(
         std::fs::read_to_string("/proc/sys/kernel/shmmni")
@@ -403,24 +423,22 @@ fn full_spec_as_real_root() {
             .trim(),
         "1"
     );
-    assert!(has_opt(&at(&ms, "/proc/sys"), "ro"));
+    assert!(has_opt(&at(ms, "/proc/sys"), "ro"));
     assert_erofs("/proc/sys/kernel/shmmni");
-    assert!(std::fs::metadata("/proc/timer_list")
-        .unwrap()
-        .file_type()
-        .is_char_device());
-    assert!(has_opt(&at(&ms, "/proc/acpi"), "ro"));
+    let secret = std::fs::metadata("/etc/secret-file").unwrap();
+    assert!(secret.file_type().is_char_device(), "file not masked");
+    // /proc/timer_list and /proc/acpi depend on the kernel's configuration.
+    if let Ok(m) = std::fs::metadata("/proc/timer_list") {
+        assert!(m.file_type().is_char_device());
+    }
+    if Path::new("/proc/acpi").exists() {
+        assert!(has_opt(&at(ms, "/proc/acpi"), "ro"));
+    }
     assert!(
         std::fs::read_dir("/secret-dir").unwrap().next().is_none(),
         "directory not masked"
     );
-    assert!(has_opt(&at(&ms, "/secret-dir"), "ro"));
-    // The root is usable by a program.
-    let out = Command::new("/bin/sh")
-        .args(["-c", "echo ok"])
-        .output()
-        .expect("busybox sh");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    assert!(has_opt(&at(ms, "/secret-dir"), "ro"));
 }
 
 #[test]
@@ -452,7 +470,7 @@ fn user_namespace_binds_what_it_cannot_create() {
             "uidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
             "gidMappings": [{"containerID": 0, "hostID": 0, "size": 1}],
             "readonlyPaths": ["/proc/sys"],
-            "maskedPaths": ["/proc/timer_list"]
+            "maskedPaths": ["/etc/secret-file"]
         }
     }));
     run_setup(&s, &dir, &Options::default()).expect("setup");
@@ -488,6 +506,11 @@ fn user_namespace_binds_what_it_cannot_create() {
     assert!(has_opt(&at(&ms, "/"), "ro"));
     assert!(has_opt(&at(&ms, "/proc/sys"), "ro"));
     assert_erofs("/pier-test-new-file");
+    let secret = std::fs::metadata("/etc/secret-file").unwrap();
+    assert!(
+        secret.file_type().is_char_device(),
+        "file not masked (userns)"
+    );
 }
 
 #[test]
@@ -630,8 +653,10 @@ fn shared_root_propagation() {
     let s = spec(json!({
         "ociVersion": "1.0.2",
         "root": {"path": "rootfs"},
-        "mounts": [mount("/proc", "proc", "proc", &[]),
-                   mount("/data", "bind", dir.join("host-data").to_str().unwrap(), &["rbind", "rslave"])],
+        "mounts": [
+            mount("/proc", "proc", "proc", &[]),
+            mount("/data", "bind", source.to_str().unwrap(), &["rbind", "rslave"])
+        ],
         "linux": {"namespaces": namespaces(&["pid", "mount"]), "rootfsPropagation": "rshared"}
     }));
     let data_point = dir.join("rootfs/data");
@@ -690,4 +715,63 @@ fn sysctl_outside_the_containers_namespaces_is_refused() {
         .expect_err("bad propagation")
         .to_string();
     assert!(msg.contains("sideways"), "{msg}");
+}
+
+#[test]
+fn unbindable_root_propagation() {
+    let Some(dir) = child_dir() else {
+        if have_root() {
+            let tmp = prepare();
+            run_child("unbindable_root_propagation", tmp.path(), &[]);
+        }
+        return;
+    };
+    let s = spec(json!({
+        "ociVersion": "1.0.2",
+        "root": {"path": "rootfs"},
+        "mounts": [mount("/proc", "proc", "proc", &[])],
+        "linux": {"namespaces": namespaces(&["pid", "mount"]), "rootfsPropagation": "runbindable"}
+    }));
+    // An unbindable `/` would refuse the root's bind onto itself: it is applied at the end.
+    run_setup(&s, &dir, &Options::default()).expect("setup");
+    rootfs::finalize(&s).expect("finalize");
+    let root = at(&mounts(), "/");
+    assert!(root.optional.contains("unbindable"), "/: {}", root.optional);
+}
+
+#[test]
+fn non_recursive_root_propagation() {
+    let Some(dir) = child_dir() else {
+        if have_root() {
+            let tmp = prepare();
+            run_child("non_recursive_root_propagation", tmp.path(), &[]);
+        }
+        return;
+    };
+    // Make the namespace look like a systemd host's (everything shared), then ask for a
+    // non-recursive type: the rest of the tree stays shared, which setup must cope with.
+    // The bundle is a mount of its own, as an overlay rootfs would be.
+    let bind = nix::mount::MsFlags::MS_BIND;
+    nix::mount::mount(Some(&dir), &dir, None::<&str>, bind, None::<&str>).expect("bind");
+    let flags = nix::mount::MsFlags::MS_SHARED | nix::mount::MsFlags::MS_REC;
+    nix::mount::mount(None::<&str>, "/", None::<&str>, flags, None::<&str>).expect("rshared /");
+    let s = spec(json!({
+        "ociVersion": "1.0.2",
+        "root": {"path": "rootfs"},
+        "mounts": [mount("/proc", "proc", "proc", &[])],
+        "linux": {"namespaces": namespaces(&["pid", "mount"]), "rootfsPropagation": "slave"}
+    }));
+    let proc_point = dir.join("rootfs/proc");
+    let check = || {
+        // The root's parent was made private, so the root and its mounts are nobody's peers.
+        let proc_mount = at(&mounts(), proc_point.to_str().unwrap());
+        assert!(
+            !proc_mount.optional.contains("shared:"),
+            "{}",
+            proc_mount.optional
+        );
+    };
+    run_setup_with(&s, &dir, &Options::default(), check).expect("setup");
+    rootfs::finalize(&s).expect("finalize");
+    assert_eq!(at(&mounts(), "/proc").fstype, "proc");
 }

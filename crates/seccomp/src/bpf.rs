@@ -101,7 +101,7 @@ pub fn check(prog: &[Insn]) -> Result<(), CheckError> {
     for (pc, insn) in prog.iter().enumerate() {
         let reach = |off: usize| pc + 1 + off < len;
         match insn.code {
-            LD_W_ABS if insn.k % 4 != 0 || insn.k >= DATA_LEN => {
+            LD_W_ABS if !insn.k.is_multiple_of(4) || insn.k >= DATA_LEN => {
                 return Err(CheckError::Load { pc, k: insn.k })
             }
             LD_W_ABS | ALU_AND_K | RET_K => {}

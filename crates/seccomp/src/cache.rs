@@ -13,6 +13,7 @@
 //!   over the entry, so concurrent starts of one profile each see a whole entry or none.
 //! - LRU: a hit refreshes the entry's mtime (at most once a minute); after a write, entries
 //!   beyond the size bound are removed oldest mtime first, with stale temporary files.
+//!
 //! A cache that cannot be written only costs the compile: errors are logged, not returned.
 //! Privileges: write access to the directory. Tests: unit tests below.
 use crate::bpf::Insn;
@@ -153,7 +154,7 @@ fn load(path: &Path, key: &[u8; 32]) -> Option<Program> {
     let mut file = File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     let len = usize::try_from(meta.len()).ok()?;
-    if len < HEADER + 32 || (len - HEADER - 32) % 8 != 0 {
+    if len < HEADER + 32 || !(len - HEADER - 32).is_multiple_of(8) {
         return discard(path, "length");
     }
     let mut bytes = vec![0u8; len];

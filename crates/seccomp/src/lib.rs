@@ -159,6 +159,11 @@ pub fn syscall_number(name: &str, arch: arch::Arch) -> Option<u32> {
     names::resolve(name, arch)
 }
 
+/// Every syscall name pier knows on x86_64, x86 or x32 (in no particular order).
+pub fn known_syscalls() -> impl Iterator<Item = &'static str> {
+    names::all()
+}
+
 /// Sends the listener fd and the container process state (OCI `ContainerProcessState` JSON) to
 /// the `listenerPath` socket, as the OCI runtime spec describes.
 pub fn send_to_listener(

@@ -41,6 +41,9 @@ pub(crate) struct Ctx<'a> {
     pub ns: Namespaces,
     /// `/` was made recursively private (no rootfsPropagation given).
     pub private_root: bool,
+    /// The bundle directory, when it can be told from `root.path`: relative bind sources are
+    /// relative to it. None: they resolve against the cwd.
+    pub bundle: Option<&'a Path>,
 }
 
 /// One spec mount and its index, for error values.
@@ -77,9 +80,21 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
         let e = io::Error::new(io::ErrorKind::Unsupported, format!("option {o:?}"));
         return Err(at.err("unsupported option", e));
     }
+    if at.m.uid_mappings().is_some() || at.m.gid_mappings().is_some() {
+        let e = io::Error::new(io::ErrorKind::Unsupported, "uidMappings/gidMappings");
+        return Err(at.err("idmapped mounts are not supported", e));
+    }
     let fstype = at.m.typ().as_deref().unwrap_or("none");
     if opts.bind || fstype == "bind" {
         let src = at.m.source().as_deref().unwrap_or(Path::new(""));
+        let joined;
+        let src = match ctx.bundle {
+            Some(bundle) if src.is_relative() => {
+                joined = bundle.join(src);
+                joined.as_path()
+            }
+            _ => src,
+        };
         if opts
             .propagation
             .is_some_and(|p| p.kind == MsFlags::MS_SHARED || p.kind == MsFlags::MS_SLAVE)
@@ -212,7 +227,7 @@ pub(crate) fn attach(
     dest: &OwnedFd,
     opts: &MountOptions,
 ) -> Result<(), RootfsError> {
-    sysmount::move_mount(tree.as_fd(), dest.as_fd())
+    sysmount::move_mount(tree.as_fd(), dest.as_fd(), "")
         .map_err(|e| at.err("attaching the bind", e))?;
     propagate(ctx, at, tree.as_fd(), opts.propagation)
 }
