@@ -160,8 +160,9 @@ impl Cgroup {
             })
             .transpose()?;
         let location = path::locate(kind, raw, container_id)?;
+        let owns_parent = raw.is_none() && kind == ManagerKind::Cgroupfs;
         let hierarchies = Hierarchies::detect()?;
-        if let Err(e) = cg.make_dirs(&hierarchies, &location) {
+        if let Err(e) = cg.make_dirs(&hierarchies, &location, owns_parent) {
             cg.destroy_after_failure();
             return Err(e);
         }
@@ -174,7 +175,15 @@ impl Cgroup {
         Ok(cg)
     }
 
-    fn make_dirs(&mut self, found: &Hierarchies, location: &Location) -> Result<(), Error> {
+    /// Makes the directory in every hierarchy. With `owns_parent` (the default location under
+    /// [`path::DEFAULT_PARENT`]) the parent is recorded as made by this container whether or not
+    /// it existed, so the last container destroyed removes it.
+    fn make_dirs(
+        &mut self,
+        found: &Hierarchies,
+        location: &Location,
+        owns_parent: bool,
+    ) -> Result<(), Error> {
         let caller = match location {
             Location::Relative(_) => memberships(0)?,
             Location::Absolute(_) => Vec::new(),
@@ -192,7 +201,10 @@ impl Cgroup {
                 }
             };
             let dir = h.dir_of(&cgroup);
-            let made_from = setup::make_dir(&h.mountpoint, &dir)?;
+            let mut made_from = setup::make_dir(&h.mountpoint, &dir)?;
+            if owns_parent {
+                made_from = h.dir_of(path::DEFAULT_PARENT);
+            }
             self.dirs.push(Dir {
                 controllers: h.controllers.clone(),
                 mountpoint: h.mountpoint.clone(),
@@ -404,5 +416,61 @@ fn rmdir_retrying(path: &Path, deadline: Instant) -> Result<(), Error> {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hierarchy::Hierarchy;
+
+    /// A v1 `pids` hierarchy on a plain directory: mkdir/rmdir behave as on cgroupfs.
+    fn fake_hierarchies(mountpoint: &Path) -> Hierarchies {
+        Hierarchies {
+            v1: vec![Hierarchy {
+                controllers: vec!["pids".to_string()],
+                mountpoint: mountpoint.to_path_buf(),
+                root: "/".to_string(),
+            }],
+            v2: None,
+        }
+    }
+
+    fn make(found: &Hierarchies, id: &str, owns_parent: bool) -> Cgroup {
+        let mut cg = Cgroup {
+            kind: ManagerKind::Cgroupfs,
+            dirs: Vec::new(),
+        };
+        let location = path::locate(ManagerKind::Cgroupfs, None, id).unwrap();
+        cg.make_dirs(found, &location, owns_parent).unwrap();
+        cg
+    }
+
+    #[test]
+    fn last_container_destroyed_removes_the_default_parent() {
+        let mnt = tempfile::tempdir().unwrap();
+        let found = fake_hierarchies(mnt.path());
+        let first = make(&found, "a", true);
+        let second = make(&found, "b", true);
+        let parent = mnt.path().join("pier");
+        first.destroy().unwrap();
+        assert!(
+            parent.join("b").is_dir(),
+            "the other container's cgroup stays"
+        );
+        second.destroy().unwrap();
+        assert!(
+            !parent.exists(),
+            "the default parent outlived its last container"
+        );
+    }
+
+    #[test]
+    fn a_parent_that_existed_is_kept_without_ownership() {
+        let mnt = tempfile::tempdir().unwrap();
+        let found = fake_hierarchies(mnt.path());
+        std::fs::create_dir(mnt.path().join("pier")).unwrap();
+        make(&found, "a", false).destroy().unwrap();
+        assert!(mnt.path().join("pier").is_dir());
     }
 }

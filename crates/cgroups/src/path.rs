@@ -19,6 +19,10 @@ pub enum Location {
     Relative(String),
 }
 
+/// Parent of every container cgroup whose spec gives no `cgroupsPath` (cgroupfs manager). It
+/// belongs to pier: whichever container is destroyed last removes it.
+pub const DEFAULT_PARENT: &str = "/pier";
+
 /// Resolves the spec's `cgroupsPath` for `kind` (not called for `ManagerKind::Disabled`).
 pub fn locate(kind: ManagerKind, cgroups_path: Option<&str>, id: &str) -> Result<Location, Error> {
     match kind {
@@ -28,7 +32,10 @@ pub fn locate(kind: ManagerKind, cgroups_path: Option<&str>, id: &str) -> Result
             Ok(Location::Absolute(systemd_path(spec)?))
         }
         _ => match cgroups_path {
-            None => Ok(Location::Absolute(format!("/pier/{}", clean(id, id)?))),
+            None => Ok(Location::Absolute(format!(
+                "{DEFAULT_PARENT}/{}",
+                clean(id, id)?
+            ))),
             Some(p) if p.starts_with('/') => Ok(Location::Absolute(format!("/{}", clean(p, p)?))),
             Some(p) => Ok(Location::Relative(clean(p, p)?)),
         },
