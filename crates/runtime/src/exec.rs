@@ -32,6 +32,12 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
         Status::Paused => return Err(Error::Usage("cannot exec in a paused container")),
         _ => {}
     }
+    let terminal = opts.process.terminal().unwrap_or(false);
+    if terminal && opts.detach && opts.console_socket.is_none() {
+        return Err(Error::Usage(
+            "cannot allocate tty if runc will detach without setting console socket",
+        ));
+    }
     let init = crate::container::open_init(&record)?;
     let spec = spec::load(&record.state.bundle)?.spec;
     let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()) {

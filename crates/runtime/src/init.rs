@@ -100,6 +100,7 @@ fn prepare(init: &Init) -> Result<Vec<u8>, String> {
             _ => std::process::exit(1),
         }
     }
+    namespaces::become_root(init.plan)?;
     namespaces::enter(init.plan, init.spec)?;
     namespaces::unshare_cgroup(init.plan)?;
     set_names(init.spec, init.plan)?;

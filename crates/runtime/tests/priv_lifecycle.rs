@@ -363,6 +363,43 @@ fn missing_program_fails_create() {
 }
 
 #[test]
+fn user_cgroup_and_time_namespaces() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-userns";
+    let check = "read up _ < /proc/uptime; [ ${up%%.*} -ge 86400 ] && [ $(id -u) = 0 ] \
+        && grep -q ' 100000 ' /proc/self/uid_map && grep -q ':/$' /proc/self/cgroup && exit 9";
+    let f = Fixture::new(id, &["sh", "-c", check]);
+    // The init runs as host uid 100000: the bundle must be searchable for it.
+    std::fs::set_permissions(
+        f.bundle.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    f.write_config(id, &["sh", "-c", check], |spec| {
+        let namespaces = spec["linux"]["namespaces"].as_array_mut().unwrap();
+        namespaces.extend([
+            json!({"type": "user"}),
+            json!({"type": "cgroup"}),
+            json!({"type": "time"}),
+        ]);
+        let map = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        spec["linux"]["uidMappings"] = map.clone();
+        spec["linux"]["gidMappings"] = map;
+        spec["linux"]["timeOffsets"] = json!({"boottime": {"secs": 86400, "nanosecs": 0}});
+        spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|m| m["destination"] != "/sys/fs/cgroup");
+    });
+    assert_eq!(f.rt.run(id, &f.opts(), false).unwrap(), 9);
+    assert!(f.root_entries().is_empty());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
 fn bad_bundle_is_named() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !root_or_skip() {
