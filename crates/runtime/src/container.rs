@@ -219,7 +219,7 @@ impl Runtime {
     /// `start ID`.
     pub fn start(&self, id: &str) -> Result<(), Error> {
         let dir = Dir::open(&self.root, id)?;
-        let mut record = dir.load(id)?;
+        let record = dir.load(id)?;
         match state::live_status(&dir.path, &record) {
             Status::Created => {}
             Status::Stopped => {
@@ -227,9 +227,8 @@ impl Runtime {
             }
             _ => return Err(Error::Usage("cannot start an already running container")),
         }
+        // No state write: with the fifo gone, the live status is `running`.
         release_init(&dir)?;
-        record.state.status = Status::Running.as_str().into();
-        dir.save(&record)?;
         self.poststart(&record);
         Ok(())
     }
