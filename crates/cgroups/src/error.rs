@@ -76,12 +76,20 @@ pub enum Error {
         what: &'static str,
     },
 
-    /// A device rule that only a BPF device program could enforce on cgroup v2.
+    /// A deny rule on a host with neither a v1 devices hierarchy nor cgroup2.
     #[error(
-        "device rule {rule} cannot be enforced on cgroup v2: pier does not load BPF device \
-         programs yet (remove the rule, or run on a host with the v1 devices controller)"
+        "device rule {rule} cannot be enforced: this host has neither the v1 devices \
+         controller nor cgroup2 (remove the rule or mount one of them)"
     )]
     DeviceRuleUnenforceable { rule: String },
+
+    /// A bpf(2) step of installing the cgroup2 device program failed.
+    #[error("{step} {dir}: {error}")]
+    Bpf {
+        step: &'static str,
+        dir: PathBuf,
+        error: io::Error,
+    },
 
     /// An operation that needs a cgroup on a container created with `--cgroup-manager disabled`.
     #[error("cannot {op}: the container has no cgroup (created with --cgroup-manager disabled)")]
@@ -105,6 +113,14 @@ pub enum Error {
     SelfJoin {
         controllers: String,
         dir: PathBuf,
+        error: io::Error,
+    },
+
+    /// Signalling one of the container's processes failed.
+    #[error("send {signal} to pid {pid}: {error}")]
+    Signal {
+        signal: &'static str,
+        pid: i32,
         error: io::Error,
     },
 

@@ -5,12 +5,13 @@
 //! directory if the controller is available there (pure v2, or e.g. hugetlb in the unified tree
 //! of this hybrid host, enabled on demand along the path); otherwise the spec asks for something
 //! this host cannot do and that is an error naming the controller. A group that sets nothing
-//! needs no controller. `unified` is written to the cgroup2 directory verbatim.
+//! needs no controller. Device rules go to v1 devices, else to a cgroup2 BPF program
+//! (devices.rs). `unified` is written to the cgroup2 directory verbatim.
 //!
 //! Privileges: root (or a delegated tree). Tests: crates/cgroups/tests/priv_cgroups.rs.
 use crate::fsio::{has, read, write};
 use crate::setup::{enable_v2, has_word};
-use crate::{v1, v2, Cgroup, Dir, Error};
+use crate::{devices, v1, v2, Cgroup, Dir, Error};
 use oci_spec::runtime::{LinuxBlockIo, LinuxCpu, LinuxMemory, LinuxNetwork, LinuxResources};
 use std::path::Path;
 
@@ -63,9 +64,10 @@ pub fn apply(cg: &Cgroup, res: &LinuxResources) -> Result<(), Error> {
         }
     }
     if let Some(rules) = res.devices().as_ref().filter(|r| !r.is_empty()) {
-        match cg.v1_dir("devices") {
-            Some(d) => v1::devices(&d.path, rules)?,
-            None => v2::check_devices(rules)?,
+        match (cg.v1_dir("devices"), cg.v2_dir()) {
+            (Some(d), _) => v1::devices(&d.path, rules)?,
+            (None, Some(d)) => devices::apply(&d.path, rules)?,
+            (None, None) => devices::check_unenforced(rules)?,
         }
     }
     if let Some(net) = res.network() {

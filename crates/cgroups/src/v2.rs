@@ -5,20 +5,13 @@
 //! blkio weight, io.max for throttles. Knobs v2 does not have (realtime cpu, swappiness, OOM
 //! killer switch) fail when they ask for a change and are skipped when they ask for nothing.
 //!
-//! Device rules: cgroup2 has no devices files; rules are enforced by a BPF_CGROUP_DEVICE program,
-//! which pier does not load yet. `check_devices` lets the default rule set through with a
-//! warning (deny all, then allows: without enforcement nothing is denied, so only the leading
-//! deny-all is lost) and refuses any other deny rule, which would silently not hold.
+//! Device rules have no files on cgroup2: devices.rs compiles them to a BPF program.
 //!
 //! Privileges: root (or a delegated tree). Tests: unit tests below; priv tests on v2 hosts.
-use crate::convert::{
-    blkio_to_io_weight, cpu_max, device_rule, shares_to_weight, swap_v2, v2_limit,
-};
+use crate::convert::{blkio_to_io_weight, cpu_max, shares_to_weight, swap_v2, v2_limit};
 use crate::fsio::{has, write};
 use crate::Error;
-use oci_spec::runtime::{
-    LinuxBlockIo, LinuxCpu, LinuxDeviceCgroup, LinuxHugepageLimit, LinuxMemory,
-};
+use oci_spec::runtime::{LinuxBlockIo, LinuxCpu, LinuxHugepageLimit, LinuxMemory};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -153,65 +146,4 @@ pub fn unified(dir: &Path, map: &HashMap<String, String>) -> Result<(), Error> {
         write(dir, key, &map[key])?;
     }
     Ok(())
-}
-
-/// Accepts device rules that need no enforcement beyond what v2 without BPF gives (see header).
-pub fn check_devices(rules: &[LinuxDeviceCgroup]) -> Result<(), Error> {
-    for (i, rule) in rules.iter().enumerate() {
-        let deny_all = device_rule(rule) == "a *:* rwm";
-        let tolerated = rule.allow() || (i == 0 && deny_all);
-        if !tolerated {
-            return Err(Error::DeviceRuleUnenforceable {
-                rule: format!("deny {}", device_rule(rule)),
-            });
-        }
-    }
-    if rules.iter().any(|r| !r.allow()) {
-        log::warn!("device rules are not enforced on cgroup v2 yet (no BPF device program)");
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use oci_spec::runtime::{LinuxDeviceCgroupBuilder, LinuxDeviceType};
-
-    fn rule(allow: bool, typ: LinuxDeviceType, major: i64) -> LinuxDeviceCgroup {
-        let b = LinuxDeviceCgroupBuilder::default()
-            .allow(allow)
-            .typ(typ)
-            .access("rwm");
-        let b = if major >= 0 {
-            b.major(major).minor(3)
-        } else {
-            b
-        };
-        b.build().unwrap()
-    }
-
-    #[test]
-    fn default_device_rules_pass_without_bpf() {
-        let rules = [
-            rule(false, LinuxDeviceType::A, -1),
-            rule(true, LinuxDeviceType::C, 1),
-        ];
-        assert!(check_devices(&rules).is_ok());
-        assert!(check_devices(&[]).is_ok());
-    }
-
-    #[test]
-    fn other_deny_rules_are_refused() {
-        let rules = [
-            rule(true, LinuxDeviceType::C, 1),
-            rule(false, LinuxDeviceType::C, 10),
-        ];
-        let err = check_devices(&rules).unwrap_err().to_string();
-        assert!(err.contains("deny c 10:3 rwm"), "{err}");
-        let late_deny_all = [
-            rule(true, LinuxDeviceType::C, 1),
-            rule(false, LinuxDeviceType::A, -1),
-        ];
-        assert!(check_devices(&late_deny_all).is_err());
-    }
 }

@@ -70,6 +70,9 @@ fn create_state_start_ps_kill_delete() {
     pier.ok(&["delete", &id]);
     let stderr = pier.fails(&["state", &id]);
     assert!(stderr.contains("does not exist"), "{stderr}");
+    let stderr = pier.fails(&["delete", &id]);
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    pier.ok(&["delete", "--force", &id]);
     assert_no_trace(&pier, &bundle, &id);
 }
 
@@ -99,11 +102,21 @@ fn run_returns_output_and_exit_code() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from pier\n");
     assert_no_trace(&pier, &bundle, &id);
 
-    let killed = Bundle::busybox(&["sh", "-c", "kill -KILL $$"]);
+    // Killed from outside while `run` waits (a pid-namespace init ignores its own SIGKILL).
+    let sleeper = Bundle::busybox(&["sleep", "1000"]);
     let id = unique_id("run");
-    let out = pier.run(&["run", "--bundle", arg(killed.path()), &id]);
-    assert_eq!(out.status.code(), Some(128 + 9), "{}", describe(&out));
-    assert_no_trace(&pier, &killed, &id);
+    let stdio = || tempfile::tempfile().unwrap();
+    let mut run = pier
+        .command(&["run", "--bundle", arg(sleeper.path()), &id])
+        .stdout(stdio())
+        .stderr(stdio())
+        .spawn()
+        .unwrap();
+    pier.wait_status(&id, "running");
+    pier.ok(&["kill", &id, "KILL"]);
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 9), "{status}");
+    assert_no_trace(&pier, &sleeper, &id);
 }
 
 #[test]
@@ -236,6 +249,84 @@ fn kill_all_reaches_every_process() {
     let id = unique_id("killall");
     pier.ok(&["run", "-d", "--bundle", arg(bundle.path()), &id]);
     pier.ok(&["kill", "--all", &id, "9"]);
+    pier.wait_status(&id, "stopped");
+    pier.ok(&["delete", &id]);
+    assert_no_trace(&pier, &bundle, &id);
+}
+
+/// Receives the pty master on a console socket (as containerd's shim and conmon do) and prints
+/// what the container writes to its terminal. Python's `socket.recv_fds` does the SCM_RIGHTS
+/// part, which keeps this test free of unsafe fd handling.
+const CONSOLE_RECEIVER: &str = r#"
+import os, select, socket, sys
+server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+server.bind(sys.argv[1])
+server.listen(1)
+print("ready", flush=True)
+server.settimeout(20)
+conn, _ = server.accept()
+_, fds, _, _ = socket.recv_fds(conn, 1024, 1)
+out = b""
+while select.select([fds[0]], [], [], 20)[0]:
+    try:
+        chunk = os.read(fds[0], 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    out += chunk
+sys.stdout.write(out.decode(errors="replace"))
+"#;
+
+/// The console receiver, killed if the test ends before it does.
+struct Receiver(std::process::Child);
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn terminal_through_console_socket() {
+    if !require_root("terminal_through_console_socket") {
+        return;
+    }
+    let bundle = Bundle::busybox(&["sh", "-c", "tty; echo hello-tty"]);
+    bundle.edit_config(|c| c["process"]["terminal"] = Value::Bool(true));
+    let socket = bundle.path().join("console.sock");
+    let mut receiver = Receiver(
+        std::process::Command::new("python3")
+            .args(["-c", CONSOLE_RECEIVER, arg(&socket)])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the console receiver"),
+    );
+    let mut stdout = std::io::BufReader::new(receiver.0.stdout.take().unwrap());
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
+
+    let pier = Pier::new();
+    let id = unique_id("tty");
+    pier.ok(&[
+        "create",
+        "--console-socket",
+        arg(&socket),
+        "--bundle",
+        arg(bundle.path()),
+        &id,
+    ]);
+    pier.ok(&["start", &id]);
+    let mut screen = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut screen).unwrap();
+    assert!(receiver.0.wait().unwrap().success());
+    assert!(
+        screen.contains("/dev/pts/"),
+        "tty printed no pty: {screen:?}"
+    );
+    assert!(screen.contains("hello-tty"), "{screen:?}");
     pier.wait_status(&id, "stopped");
     pier.ok(&["delete", &id]);
     assert_no_trace(&pier, &bundle, &id);

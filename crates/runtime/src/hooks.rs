@@ -8,7 +8,8 @@
 //! remaining `timeout` as the poll timeout, so nothing sleeps and nothing blocks on a hook that
 //! does not read its stdin. On timeout the hook is killed and reaped. Once the hook has exited,
 //! output still buffered is read once; a daemon the hook left holding the pipes cannot stall the
-//! runtime. The first failing hook stops the list.
+//! runtime. The first failing hook stops the list. Error texts are complete on their own
+//! (`to_string()` includes the cause), as the init sends them to the runtime as text.
 //!
 //! Privileges: those of the hook; none of its own.
 //! Tests: `tests/priv_hooks.rs` (state on stdin, failure text, timeout kill).
@@ -69,14 +70,14 @@ pub enum HookError {
         timeout: i64,
     },
     /// The hook could not be started.
-    #[error("{phase} hook {}: start", path.display())]
+    #[error("{phase} hook {}: start: {source}", path.display())]
     Spawn {
         phase: Phase,
         path: PathBuf,
         source: io::Error,
     },
     /// Waiting for the hook or exchanging its stdio failed.
-    #[error("{phase} hook {}: {step}", path.display())]
+    #[error("{phase} hook {}: {step}: {source}", path.display())]
     Io {
         phase: Phase,
         path: PathBuf,

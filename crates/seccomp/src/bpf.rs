@@ -101,7 +101,7 @@ pub fn check(prog: &[Insn]) -> Result<(), CheckError> {
     for (pc, insn) in prog.iter().enumerate() {
         let reach = |off: usize| pc + 1 + off < len;
         match insn.code {
-            LD_W_ABS if insn.k % 4 != 0 || insn.k >= DATA_LEN => {
+            LD_W_ABS if !insn.k.is_multiple_of(4) || insn.k >= DATA_LEN => {
                 return Err(CheckError::Load { pc, k: insn.k })
             }
             LD_W_ABS | ALU_AND_K | RET_K => {}
@@ -153,7 +153,12 @@ pub(crate) struct Label(usize);
 #[derive(Debug, Clone, Copy)]
 enum Item {
     Plain(Insn),
-    Jump { code: u16, k: u32, jt: Label, jf: Label },
+    Jump {
+        code: u16,
+        k: u32,
+        jt: Label,
+        jf: Label,
+    },
     Goto(Label),
     Bind(Label),
 }
@@ -200,7 +205,12 @@ impl Asm {
     }
 
     fn plain(&mut self, code: u16, k: u32) {
-        self.items.push(Item::Plain(Insn { code, jt: 0, jf: 0, k }));
+        self.items.push(Item::Plain(Insn {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }));
     }
 
     /// Lays the program out; every label must be bound after all jumps to it.
@@ -262,7 +272,12 @@ impl Asm {
                     let near = |l: Label| (addrs.labels[l.0] - pc - 1) as u8;
                     let jt_off = if ft { 0 } else { near(jt) };
                     let jf_off = if ff { u8::from(ft) } else { near(jf) };
-                    out.push(Insn { code, jt: jt_off, jf: jf_off, k });
+                    out.push(Insn {
+                        code,
+                        jt: jt_off,
+                        jf: jf_off,
+                        k,
+                    });
                     if ft {
                         out.push(ja(pc + 1, jt));
                     }
@@ -301,20 +316,55 @@ mod tests {
         let prog = asm.finish().unwrap();
         check(&prog).unwrap();
         assert_eq!(prog.len(), 305);
-        let run_nr = |nr| run(&prog, &Data { nr, ..Data::default() }).0;
+        let run_nr = |nr| {
+            run(
+                &prog,
+                &Data {
+                    nr,
+                    ..Data::default()
+                },
+            )
+            .0
+        };
         assert_eq!(run_nr(7), 2);
         assert_eq!(run_nr(8), 1);
     }
 
     #[test]
     fn check_rejects_jump_past_end() {
-        let prog = [Insn { code: JMP_JEQ_K, jt: 1, jf: 0, k: 0 }, Insn { code: RET_K, jt: 0, jf: 0, k: 0 }];
+        let prog = [
+            Insn {
+                code: JMP_JEQ_K,
+                jt: 1,
+                jf: 0,
+                k: 0,
+            },
+            Insn {
+                code: RET_K,
+                jt: 0,
+                jf: 0,
+                k: 0,
+            },
+        ];
         assert_eq!(check(&prog), Err(CheckError::JumpOutOfRange { pc: 0 }));
     }
 
     #[test]
     fn check_rejects_load_outside_data() {
-        let prog = [Insn { code: LD_W_ABS, jt: 0, jf: 0, k: 64 }, Insn { code: RET_K, jt: 0, jf: 0, k: 0 }];
+        let prog = [
+            Insn {
+                code: LD_W_ABS,
+                jt: 0,
+                jf: 0,
+                k: 64,
+            },
+            Insn {
+                code: RET_K,
+                jt: 0,
+                jf: 0,
+                k: 0,
+            },
+        ];
         assert_eq!(check(&prog), Err(CheckError::Load { pc: 0, k: 64 }));
     }
 }

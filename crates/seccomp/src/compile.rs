@@ -81,7 +81,11 @@ struct RuleRef {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Leaf {
     Ret(u32),
-    Block { rules: Vec<RuleRef>, fallback: u32, wide: bool },
+    Block {
+        rules: Vec<RuleRef>,
+        fallback: u32,
+        wide: bool,
+    },
 }
 
 /// The audit arches: x86_64 and x32 share AUDIT_ARCH_X86_64.
@@ -105,7 +109,11 @@ pub(crate) fn compile(profile: &LinuxSeccomp, arches: &[Arch]) -> Result<Output,
     let rules = lower_rules(profile, default);
     let notify = rules.iter().any(|r| r.action == ret::USER_NOTIF);
     let families = families(arches);
-    let mut gen = Gen { asm: Asm::default(), leaves: HashMap::new(), order: Vec::new() };
+    let mut gen = Gen {
+        asm: Asm::default(),
+        leaves: HashMap::new(),
+        order: Vec::new(),
+    };
     gen.asm.load(4);
     let starts: Vec<Label> = families.iter().map(|_| gen.asm.label()).collect();
     for (family, &start) in families.iter().zip(&starts) {
@@ -121,7 +129,10 @@ pub(crate) fn compile(profile: &LinuxSeccomp, arches: &[Arch]) -> Result<Output,
         gen.tree(&intervals);
     }
     gen.emit_leaves(&rules);
-    let insns = gen.asm.finish().map_err(|e| Error::ProgramTooLong { len: e.0 })?;
+    let insns = gen
+        .asm
+        .finish()
+        .map_err(|e| Error::ProgramTooLong { len: e.0 })?;
     Ok(Output { insns, notify })
 }
 
@@ -132,15 +143,31 @@ fn lower_rules(profile: &LinuxSeccomp, default: u32) -> Vec<Rule> {
         .map(|s| {
             let mut groups: Vec<(usize, Vec<Cond>)> = Vec::new();
             for arg in s.args().as_deref().unwrap_or_default() {
-                let cond = Cond { op: arg.op(), value: arg.value(), value_two: arg.value_two().unwrap_or(0) };
+                let cond = Cond {
+                    op: arg.op(),
+                    value: arg.value(),
+                    value_two: arg.value_two().unwrap_or(0),
+                };
                 match groups.iter_mut().find(|(i, _)| *i == arg.index()) {
                     Some((_, conds)) => conds.push(cond),
                     None => groups.push((arg.index(), vec![cond])),
                 }
             }
-            Rule { action: action_value(s.action(), s.errno_ret()), groups }
+            Rule {
+                action: action_value(s.action(), s.errno_ret()),
+                groups,
+            }
         })
-        .map(|r| if r.action == default { Rule { action: default, groups: Vec::new() } } else { r })
+        .map(|r| {
+            if r.action == default {
+                Rule {
+                    action: default,
+                    groups: Vec::new(),
+                }
+            } else {
+                r
+            }
+        })
         .collect()
 }
 
@@ -148,16 +175,27 @@ fn families(arches: &[Arch]) -> Vec<Family> {
     let has = |a: Arch| arches.contains(&a).then_some(a);
     let mut out = Vec::with_capacity(2);
     if has(Arch::X86_64).is_some() || has(Arch::X32).is_some() {
-        out.push(Family { audit: AUDIT_X86_64, members: [has(Arch::X86_64), has(Arch::X32)] });
+        out.push(Family {
+            audit: AUDIT_X86_64,
+            members: [has(Arch::X86_64), has(Arch::X32)],
+        });
     }
     if let Some(x86) = has(Arch::X86) {
-        out.push(Family { audit: AUDIT_I386, members: [Some(x86), None] });
+        out.push(Family {
+            audit: AUDIT_I386,
+            members: [Some(x86), None],
+        });
     }
     out
 }
 
 /// (first syscall number, leaf) pairs covering 0..=u32::MAX in order, neighbours distinct.
-fn intervals(profile: &LinuxSeccomp, rules: &[Rule], family: &Family, default: u32) -> Vec<(u32, Leaf)> {
+fn intervals(
+    profile: &LinuxSeccomp,
+    rules: &[Rule],
+    family: &Family,
+    default: u32,
+) -> Vec<(u32, Leaf)> {
     let mut hits: Vec<(u32, RuleRef)> = Vec::new();
     let syscalls = profile.syscalls().as_deref().unwrap_or_default();
     for (i, (syscall, rule)) in syscalls.iter().zip(rules).enumerate() {
@@ -167,10 +205,22 @@ fn intervals(profile: &LinuxSeccomp, rules: &[Rule], family: &Family, default: u
         for name in syscall.names() {
             for arch in family.members.into_iter().flatten() {
                 if let Some(nr) = names::resolve(name, arch) {
-                    hits.push((nr, RuleRef { rule: i, mux_call: None }));
+                    hits.push((
+                        nr,
+                        RuleRef {
+                            rule: i,
+                            mux_call: None,
+                        },
+                    ));
                 }
                 if let (Arch::X86, Some((nr, call))) = (arch, names::x86_multiplexed(name)) {
-                    hits.push((nr, RuleRef { rule: i, mux_call: Some(call) }));
+                    hits.push((
+                        nr,
+                        RuleRef {
+                            rule: i,
+                            mux_call: Some(call),
+                        },
+                    ));
                 }
             }
         }
@@ -179,7 +229,8 @@ fn intervals(profile: &LinuxSeccomp, rules: &[Rule], family: &Family, default: u
     hits.dedup();
     let base = |nr: u32| Leaf::Ret(family.base_action(nr, default));
     // (start, names a syscall, leaf): at equal starts the syscall's own leaf wins.
-    let mut points: Vec<(u32, bool, Leaf)> = vec![(0, false, base(0)), (X32_BIT, false, base(X32_BIT))];
+    let mut points: Vec<(u32, bool, Leaf)> =
+        vec![(0, false, base(0)), (X32_BIT, false, base(X32_BIT))];
     points.push((u32::MAX, false, base(u32::MAX)));
     for group in hits.chunk_by(|a, b| a.0 == b.0) {
         let nr = group[0].0;
@@ -210,7 +261,11 @@ impl Family {
     fn base_action(&self, nr: u32, default: u32) -> u32 {
         let member = self.audit == AUDIT_I386
             || nr == u32::MAX
-            || if nr >= X32_BIT { self.members[1].is_some() } else { self.members[0].is_some() };
+            || if nr >= X32_BIT {
+                self.members[1].is_some()
+            } else {
+                self.members[0].is_some()
+            };
         if member {
             default
         } else {
@@ -221,15 +276,26 @@ impl Family {
 
 fn leaf_for(rules: &[Rule], refs: &[RuleRef], default: u32, wide: bool) -> Leaf {
     let unconditional = |r: &RuleRef| r.mux_call.is_none() && rules[r.rule].groups.is_empty();
-    let fallback = refs.iter().find(|r| unconditional(r)).map_or(default, |r| rules[r.rule].action);
-    let mut conditional: Vec<RuleRef> = refs.iter().filter(|r| !unconditional(r)).copied().collect();
-    while conditional.last().is_some_and(|r| rules[r.rule].action == fallback) {
+    let fallback = refs
+        .iter()
+        .find(|r| unconditional(r))
+        .map_or(default, |r| rules[r.rule].action);
+    let mut conditional: Vec<RuleRef> =
+        refs.iter().filter(|r| !unconditional(r)).copied().collect();
+    while conditional
+        .last()
+        .is_some_and(|r| rules[r.rule].action == fallback)
+    {
         conditional.pop();
     }
     if conditional.is_empty() {
         Leaf::Ret(fallback)
     } else {
-        Leaf::Block { rules: conditional, fallback, wide }
+        Leaf::Block {
+            rules: conditional,
+            fallback,
+            wide,
+        }
     }
 }
 
@@ -275,7 +341,11 @@ impl Gen {
     }
 
     fn child_label<'a>(&mut self, part: &'a [(u32, Leaf)]) -> (Label, &'a [(u32, Leaf)]) {
-        let label = if part.len() == 1 { self.leaf_label(&part[0].1) } else { self.asm.label() };
+        let label = if part.len() == 1 {
+            self.leaf_label(&part[0].1)
+        } else {
+            self.asm.label()
+        };
         (label, part)
     }
 
@@ -285,7 +355,11 @@ impl Gen {
             self.asm.bind(self.leaves[leaf]);
             match leaf {
                 Leaf::Ret(k) => self.asm.ret(*k),
-                Leaf::Block { rules: refs, fallback, wide } => {
+                Leaf::Block {
+                    rules: refs,
+                    fallback,
+                    wide,
+                } => {
                     for r in refs {
                         self.rule(&rules[r.rule], r.mux_call, *wide);
                     }
@@ -340,7 +414,11 @@ impl Gen {
 
     /// `(arg & mask) == v` on both words (high first), or on the low word only.
     fn eq(&mut self, lo_off: u32, v: u64, mask: u64, yes: Label, no: Label, wide: bool) {
-        let high = (wide && mask >> 32 != 0).then_some((lo_off + 4, (mask >> 32) as u32, (v >> 32) as u32));
+        let high = (wide && mask >> 32 != 0).then_some((
+            lo_off + 4,
+            (mask >> 32) as u32,
+            (v >> 32) as u32,
+        ));
         let low = (mask as u32 != 0).then_some((lo_off, mask as u32, v as u32));
         let words: Vec<(u32, u32, u32)> = [high, low].into_iter().flatten().collect();
         if words.is_empty() {
@@ -386,7 +464,16 @@ mod tests {
     }
 
     fn verdict(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        run(prog, &Data { nr, arch, ip: 0, args }).0
+        run(
+            prog,
+            &Data {
+                nr,
+                arch,
+                ip: 0,
+                args,
+            },
+        )
+        .0
     }
 
     #[test]

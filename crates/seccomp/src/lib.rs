@@ -21,7 +21,7 @@ mod names;
 mod notify;
 mod validate;
 
-pub use cache::{Cache, COMPILER_VERSION};
+pub use cache::{profile_key, Cache, COMPILER_VERSION, DEFAULT_MAX_BYTES};
 pub use compile::BAD_ARCH_ACTION;
 
 use oci_spec::runtime::{LinuxSeccomp, LinuxSeccompFilterFlag};
@@ -34,7 +34,11 @@ use std::path::{Path, PathBuf};
 pub enum Error {
     /// The profile is malformed; names the rule (index and syscalls) or "profile", and the field.
     #[error("seccomp profile: {location}: field `{field}`: {reason}")]
-    Invalid { location: String, field: String, reason: String },
+    Invalid {
+        location: String,
+        field: String,
+        reason: String,
+    },
     /// The JSON passed the checks but oci-spec could not parse it.
     #[error("seccomp profile: parsing linux.seccomp: {0}")]
     Parse(#[source] serde_json::Error),
@@ -85,22 +89,37 @@ impl Program {
         let filter: Vec<sys::sock_filter> = self
             .insns
             .iter()
-            .map(|i| sys::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k })
+            .map(|i| sys::sock_filter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
             .collect();
         match sys::set_mode_filter(&filter, self.flags) {
             Ok(done) => {
                 if done.flags & !sys::FLAG_TSYNC_ESRCH != self.flags {
-                    log::warn!("seccomp: kernel refused flags {:#x}; installed without them", self.flags & !done.flags);
+                    log::warn!(
+                        "seccomp: kernel refused flags {:#x}; installed without them",
+                        self.flags & !done.flags
+                    );
                 }
                 Ok(done.listener)
             }
             Err(e) if e.raw_os_error() == Some(libc::EACCES) => Err(Error::InstallDenied),
-            Err(source) => Err(Error::Install { flags: self.flags, source }),
+            Err(source) => Err(Error::Install {
+                flags: self.flags,
+                source,
+            }),
         }
     }
 
     fn from_parts(insns: Vec<bpf::Insn>, flags: u32, notify: bool) -> Self {
-        Self { insns, flags, notify }
+        Self {
+            insns,
+            flags,
+            notify,
+        }
     }
 }
 
@@ -115,21 +134,42 @@ pub fn from_json(value: &serde_json::Value) -> Result<LinuxSeccomp, Error> {
 pub fn compile(profile: &LinuxSeccomp) -> Result<Program, Error> {
     let arches = validate::check(profile)?;
     let out = compile::compile(profile, &arches)?;
-    let mut flags = if out.notify { sys::FLAG_NEW_LISTENER } else { 0 };
+    let mut flags = if out.notify {
+        sys::FLAG_NEW_LISTENER
+    } else {
+        0
+    };
     for flag in profile.flags().as_deref().unwrap_or_default() {
         flags |= match flag {
             LinuxSeccompFilterFlag::SeccompFilterFlagTsync => sys::FLAG_TSYNC,
             LinuxSeccompFilterFlag::SeccompFilterFlagLog => sys::FLAG_LOG,
             LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => sys::FLAG_SPEC_ALLOW,
-            LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv if out.notify => sys::FLAG_WAIT_KILLABLE_RECV,
+            LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv if out.notify => {
+                sys::FLAG_WAIT_KILLABLE_RECV
+            }
             LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => 0,
         };
     }
     Ok(Program::from_parts(out.insns, flags, out.notify))
 }
 
+/// The number of syscall `name` on `arch` as a filter sees it (x32 numbers carry the x32 bit),
+/// or `None` when `arch` has no such syscall.
+pub fn syscall_number(name: &str, arch: arch::Arch) -> Option<u32> {
+    names::resolve(name, arch)
+}
+
+/// Every syscall name pier knows on x86_64, x86 or x32 (in no particular order).
+pub fn known_syscalls() -> impl Iterator<Item = &'static str> {
+    names::all()
+}
+
 /// Sends the listener fd and the container process state (OCI `ContainerProcessState` JSON) to
 /// the `listenerPath` socket, as the OCI runtime spec describes.
-pub fn send_to_listener(listener_path: &Path, fd: BorrowedFd<'_>, state_json: &[u8]) -> Result<(), Error> {
+pub fn send_to_listener(
+    listener_path: &Path,
+    fd: BorrowedFd<'_>,
+    state_json: &[u8],
+) -> Result<(), Error> {
     notify::send_to_listener(listener_path, fd, state_json)
 }

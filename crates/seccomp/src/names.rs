@@ -25,6 +25,11 @@ pub(crate) fn resolve(name: &str, arch: Arch) -> Option<u32> {
     Some(if arch == Arch::X32 { nr | X32_BIT } else { nr })
 }
 
+/// Every name in the table.
+pub(crate) fn all() -> impl Iterator<Item = &'static str> {
+    table::NAMES.keys().copied()
+}
+
 /// Whether any of the three arches knows `name`.
 pub(crate) fn known(name: &str) -> bool {
     table::NAMES.contains_key(name) || x86_multiplexed(name).is_some()

@@ -12,6 +12,7 @@
 #![allow(unsafe_code)]
 
 pub mod caps;
+pub mod cgroup;
 pub mod clone;
 pub mod mount;
 pub mod pidfd;

@@ -90,24 +90,35 @@ pub fn open_tree<P: ?Sized + NixPath>(
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
 
-/// `move_mount(from, "", to, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH)`: attaches
-/// the (detached or attached) mount `from` on top of whatever `to` refers to.
-pub fn move_mount(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> io::Result<()> {
+/// `move_mount(from, "", to, to_path, MOVE_MOUNT_F_EMPTY_PATH [| MOVE_MOUNT_T_EMPTY_PATH])`:
+/// attaches the (detached or attached) mount `from` on top of `to_path` relative to the
+/// directory `to`, or on top of `to` itself when `to_path` is empty.
+pub fn move_mount<P: ?Sized + NixPath>(
+    from: BorrowedFd<'_>,
+    to: BorrowedFd<'_>,
+    to_path: &P,
+) -> io::Result<()> {
     const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x04;
     const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+    let mut flags = MOVE_MOUNT_F_EMPTY_PATH;
+    if to_path.is_empty() {
+        flags |= MOVE_MOUNT_T_EMPTY_PATH;
+    }
     let empty = c"";
-    // SAFETY: both descriptors are borrowed for the duration of the call; the empty paths are
-    // static NUL-terminated strings the kernel only reads.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            from.as_raw_fd(),
-            empty.as_ptr(),
-            to.as_raw_fd(),
-            empty.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
-        )
-    };
+    let ret = to_path.with_nix_path(|p| {
+        // SAFETY: both descriptors are borrowed for the duration of the call; both paths are
+        // NUL-terminated strings that outlive it, and the kernel only reads them.
+        unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                from.as_raw_fd(),
+                empty.as_ptr(),
+                to.as_raw_fd(),
+                p.as_ptr(),
+                flags,
+            )
+        }
+    })?;
     if ret < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -165,6 +176,17 @@ mod tests {
     fn open_tree_reports_a_missing_path() {
         let err = open_tree(None, "/pier-test-does-not-exist", OPEN_TREE_CLOEXEC).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn move_mount_needs_a_mount_to_move() {
+        let dir = open_tree(None, "/", OPEN_TREE_CLOEXEC).expect("open_tree /");
+        let not_a_mount = std::fs::File::open("/proc/self/status").expect("open");
+        let err = move_mount(not_a_mount.as_fd(), dir.as_fd(), "").unwrap_err();
+        assert!(
+            matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::EPERM)),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Per-process attributes nix does not wrap: session keyring, I/O priority, `sched_setattr`,
-//! personality, close-on-exec of an fd range, the controlling terminal and `pidfd_open`.
+//! personality, close-on-exec of an fd range, the controlling terminal and its size, `pidfd_open` and the
+//! receiving side of fd passing (SCM_RIGHTS).
 //!
 //! Theory of operation: each function is one syscall on the calling process, with its arguments
 //! typed; errno comes back as `io::Error`. Callers in pier-runtime run them in the container's
@@ -110,10 +111,39 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
     check(rc.into()).map(drop)
 }
 
+/// Clears FD_CLOEXEC on fd number `fd` so it survives execve (fds the runtime was told to pass
+/// on by number, such as `--preserve-fds`); EBADF when no such fd is open.
+pub fn clear_cloexec(fd: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_SETFD with 0 only changes the fd's close-on-exec flag; an fd number that is not
+    // open yields EBADF; no memory is passed and no fd is closed or created.
+    let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+    check(rc.into()).map(drop)
+}
+
 /// Makes the terminal `fd` the controlling terminal of the calling session leader (TIOCSCTTY).
 pub fn set_controlling_terminal(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal); fd is a valid open fd.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSCTTY, 0 as libc::c_int) };
+    check(rc.into()).map(drop)
+}
+
+/// Sets the window size of the terminal `fd` (TIOCSWINSZ).
+pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one struct winsize, which lives on the stack for the whole call;
+    // fd is a valid open fd.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCSWINSZ,
+            &size as *const libc::winsize,
+        )
+    };
     check(rc.into()).map(drop)
 }
 
@@ -126,9 +156,62 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
+/// Receives one message from the stream socket `sock` into `buf`; returns the payload length
+/// and the first fd passed with SCM_RIGHTS (the receiving side of runc's `SendFd` protocol, used
+/// for `--console-socket`). The fd arrives close-on-exec.
+pub fn recv_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+    let msg = recvmsg::<()>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            fds.extend(raw);
+        }
+    }
+    let len = msg.bytes;
+    // SAFETY: each fd came from SCM_RIGHTS in this message: the kernel installed it in this
+    // process just now and nothing else refers to it, so each is owned exactly once.
+    let mut owned = fds
+        .into_iter()
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok((len, owned.next()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn recv_fd_returns_payload_and_fd() {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+        use std::os::unix::net::UnixStream;
+        let (a, b) = UnixStream::pair().unwrap();
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        let iov = [io::IoSlice::new(b"name")];
+        let fds = [file.as_raw_fd()];
+        sendmsg::<()>(
+            a.as_raw_fd(),
+            &iov,
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        let mut buf = [0u8; 16];
+        let (len, fd) = recv_fd(b.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..len], b"name");
+        let mut text = String::new();
+        io::Read::read_to_string(&mut std::fs::File::from(fd.unwrap()), &mut text).unwrap();
+        assert!(text.contains("Pid:"));
+    }
 
     #[test]
     fn pidfd_of_self_opens() {
@@ -140,6 +223,29 @@ mod tests {
     fn pidfd_of_missing_pid_fails() {
         let err = pidfd_open(i32::MAX).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+    }
+
+    #[test]
+    fn clear_cloexec_keeps_fd_across_exec_and_reports_ebadf() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        clear_cloexec(file.as_raw_fd()).unwrap();
+        let flags = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFD).unwrap();
+        assert_eq!(flags & libc::FD_CLOEXEC, 0);
+        assert_eq!(
+            clear_cloexec(-1).unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
+    }
+
+    #[test]
+    fn window_size_is_accepted_by_a_pty_only() {
+        let master =
+            nix::pty::posix_openpt(nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_NOCTTY)
+                .unwrap();
+        set_window_size(master.as_fd(), 40, 132).unwrap();
+        let err =
+            set_window_size(std::fs::File::open("/dev/null").unwrap().as_fd(), 1, 1).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTTY));
     }
 
     #[test]

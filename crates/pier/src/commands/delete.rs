@@ -1,5 +1,8 @@
 //! `pier delete`: removes a stopped (or created) container; `--force` kills a running one first.
-use pier_runtime::Runtime;
+//!
+//! As in runc, `--force` on a container that does not exist succeeds: callers (containerd's
+//! shim, Podman) use it to clean up whatever may be left, and must not fail when nothing is.
+use pier_runtime::{Error, Runtime};
 
 /// Flags of `delete`.
 #[derive(clap::Args, Debug)]
@@ -19,6 +22,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args, rt: &Runtime) -> anyhow::Result<i32> {
-    rt.delete(&args.id, args.force)?;
-    Ok(0)
+    match rt.delete(&args.id, args.force) {
+        Err(Error::NotExist(_)) if args.force => Ok(0),
+        result => result.map(|()| 0).map_err(Into::into),
+    }
 }

@@ -4,8 +4,9 @@
 //! (the other process flags are ignored, as in runc). Otherwise the process is built like runc
 //! builds it: the `process` object of the container's config.json, with the command line as
 //! args and the flags applied on top (`--env` replacing variables of the same name, `--cap`
-//! added to the bounding, effective and permitted sets). Capabilities this build of oci-spec
-//! does not know are dropped with a warning instead of failing the whole parse.
+//! added to the bounding, effective and permitted sets). Capabilities unknown to this kernel
+//! are dropped with a warning (the runtime's `process::normalize_json`) instead of failing the
+//! whole parse.
 use anyhow::{bail, Context};
 use oci_spec::runtime::{Capability, LinuxCapabilities, Process};
 use pier_runtime::{ExecOptions, Runtime};
@@ -217,25 +218,10 @@ fn capability(name: &str) -> anyhow::Result<Capability> {
         .with_context(|| format!("unknown capability {name:?}"))
 }
 
-/// A Process from JSON, unknown capabilities dropped with a warning naming them and `file`.
+/// A Process from JSON, normalized as the runtime does for config.json (unknown capabilities
+/// dropped with a warning, scheduler flags respelled); errors name `file`.
 fn tolerant_process(mut value: Value, file: &Path) -> anyhow::Result<Process> {
-    if let Some(sets) = value.get_mut("capabilities").and_then(Value::as_object_mut) {
-        for (set, names) in sets.iter_mut() {
-            let Some(names) = names.as_array_mut() else {
-                continue;
-            };
-            names.retain(|name| {
-                let known = serde_json::from_value::<Capability>(name.clone()).is_ok();
-                if !known {
-                    log::warn!(
-                        "{}: ignoring unknown capability {name} in process.capabilities.{set}",
-                        file.display()
-                    );
-                }
-                known
-            });
-        }
-    }
+    pier_runtime::process::normalize_json(&mut value);
     serde_json::from_value(value)
         .with_context(|| format!("{}: invalid process object", file.display()))
 }

@@ -169,6 +169,11 @@ pub fn main() -> i32 {
         );
         return 1;
     }
+    // A bug must still reach the caller the way errors do (containerd shows the log's last
+    // error line), not only as a Rust panic message on stderr.
+    std::panic::set_hook(Box::new(|info| {
+        logging::report_error(&format!("internal error, please report: {info}"));
+    }));
     log::debug!("{:?}", std::env::args().collect::<Vec<_>>());
     match dispatch(cli) {
         Ok(code) => code,

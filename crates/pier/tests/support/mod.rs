@@ -28,7 +28,7 @@ pub const PIER: &str = env!("CARGO_BIN_EXE_pier");
 /// Busybox applets linked into every test rootfs.
 const APPLETS: &[&str] = &[
     "sh", "true", "false", "sleep", "cat", "echo", "ps", "id", "env", "pwd", "hostname", "ls",
-    "kill", "test", "grep", "head", "wc",
+    "kill", "test", "grep", "head", "wc", "tty",
 ];
 
 /// True when the test may go on; false (after printing why) when it must skip. Under `CI=true`
@@ -108,6 +108,12 @@ impl Pier {
             "pier {args:?}: {}",
             describe(&out)
         );
+        let quiet = out.stdout.is_empty();
+        assert!(
+            quiet,
+            "pier {args:?} failed but printed: {}",
+            describe(&out)
+        );
         String::from_utf8(out.stderr).expect("stderr is UTF-8")
     }
 
@@ -116,18 +122,17 @@ impl Pier {
         serde_json::from_str(&self.ok(&["state", id])).expect("state prints JSON")
     }
 
-    /// Waits (bounded, not timed) until the container reaches `status`.
+    /// Waits (bounded, not timed) until the container exists and reaches `status`.
     pub fn wait_status(&self, id: &str, status: &str) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let state = self.state(id);
+            let out = self.run(&["state", id]);
+            let state: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
             if state["status"] == status {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{id} never became {status}: {state}"
-            );
+            let late = Instant::now() >= deadline;
+            assert!(!late, "{id} never became {status}: {}", describe(&out));
             std::thread::sleep(Duration::from_millis(10));
         }
     }

@@ -5,7 +5,8 @@
 //! clone ([`connect`]) and passes the connected fd to the container. In the container, after the
 //! root is final and while /dev is still writable ([`setup_in_container`]): a pty is opened from
 //! the container's own `/dev/ptmx` (so the slave lives in the container's devpts), unlocked, the
-//! slave is bind-mounted on `/dev/console`, and the master is sent over the socket as one
+//! slave is bind-mounted on `/dev/console`, the size from `process.consoleSize` is set, and the
+//! master is sent over the socket as one
 //! SCM_RIGHTS message whose payload is the master's name (`/dev/ptmx`, what runc's
 //! `utils.SendFile` sends and the receivers' `RecvFd` uses to name the file). The process then
 //! becomes a session leader, makes the slave its controlling terminal and its stdin, stdout and
@@ -17,6 +18,7 @@ use super::ProcessError;
 use nix::fcntl::OFlag;
 use nix::mount::MsFlags;
 use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use oci_spec::runtime::Box as ConsoleSize;
 use std::fs::OpenOptions;
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -42,6 +44,15 @@ pub fn connect(socket: &Path) -> Result<OwnedFd, ProcessError> {
 /// sends the master over `socket` with SCM_RIGHTS, bind-mounts the slave on `/dev/console`,
 /// makes it the controlling terminal and stdin/stdout/stderr.
 pub fn setup_in_container(socket: OwnedFd) -> Result<(), ProcessError> {
+    setup_in_container_sized(socket, None)
+}
+
+/// [`setup_in_container`] that also sets the terminal's size (`process.consoleSize`) before
+/// the master is handed over, as runc does.
+pub fn setup_in_container_sized(
+    socket: OwnedFd,
+    size: Option<&ConsoleSize>,
+) -> Result<(), ProcessError> {
     let step = |step: &'static str| {
         move |e: nix::errno::Errno| ProcessError::Console {
             step,
@@ -51,6 +62,15 @@ pub fn setup_in_container(socket: OwnedFd) -> Result<(), ProcessError> {
     let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)
         .map_err(step("open /dev/ptmx"))?;
     nix::pty::unlockpt(&master).map_err(step("unlock the pty"))?;
+    if let Some(size) = size {
+        let (rows, cols) = (clamp(size.height()), clamp(size.width()));
+        pier_sys::process::set_window_size(master.as_fd(), rows, cols).map_err(|source| {
+            ProcessError::Console {
+                step: "set the terminal size",
+                source,
+            }
+        })?;
+    }
     let slave =
         PathBuf::from(nix::pty::ptsname_r(&master).map_err(step("get the pty slave name"))?);
     mount_console(&slave)?;
@@ -68,6 +88,10 @@ pub fn setup_in_container(socket: OwnedFd) -> Result<(), ProcessError> {
     drop(socket);
     become_session_leader()?;
     attach_stdio(&slave)
+}
+
+fn clamp(v: u64) -> u16 {
+    u16::try_from(v).unwrap_or(u16::MAX)
 }
 
 /// Bind-mounts the pty slave on `/dev/console`, creating the mount point if missing.

@@ -1,9 +1,11 @@
 //! `ProcessError`: one variant per step of the container process's last mile, each naming the
 //! step and carrying the value (rlimit, uid, capability, path) that failed.
 //!
-//! The `source` of each variant is the kernel's answer; print the error with its chain. The one
-//! exceptions are [`ProcessError::NotFound`] and [`ProcessError::Exec`], whose texts are runc's
-//! (`exec: "X": executable file not found in $PATH`, `exec /X: no such file or directory`) because Docker and containerd match it to choose exit codes 126/127.
+//! Each message ends with the kernel's answer (`source`), so `to_string()` is the whole story: the
+//! init sends it to the runtime as one line of text, as runc does. Do not print the chain too.
+//! [`ProcessError::NotFound`] and [`ProcessError::Exec`] use runc's texts (`exec: "X": executable
+//! file not found in $PATH`, `exec /X: no such file or directory`): Docker and containerd match
+//! them to choose exit codes 127 and 126.
 use std::io;
 use std::path::PathBuf;
 
@@ -17,13 +19,13 @@ pub enum ProcessError {
     #[error("process.{field} contains a NUL byte: {value:?}")]
     Nul { field: &'static str, value: String },
     /// `keyctl(KEYCTL_JOIN_SESSION_KEYRING)` failed.
-    #[error("join a new session keyring (use --no-new-keyring to keep the caller's)")]
+    #[error("join a new session keyring (use --no-new-keyring to keep the caller's): {source}")]
     Keyring { source: io::Error },
     /// Writing `/proc/self/oom_score_adj` failed.
-    #[error("set process.oomScoreAdj {value} in /proc/self/oom_score_adj")]
+    #[error("set process.oomScoreAdj {value} in /proc/self/oom_score_adj: {source}")]
     OomScoreAdj { value: i32, source: io::Error },
     /// `setrlimit` failed.
-    #[error("set {name} soft={soft} hard={hard}")]
+    #[error("set {name} soft={soft} hard={hard}: {source}")]
     Rlimit {
         name: &'static str,
         soft: u64,
@@ -42,7 +44,7 @@ pub enum ProcessError {
         source: io::Error,
     },
     /// `sched_setattr` failed.
-    #[error("set process.scheduler policy {policy}")]
+    #[error("set process.scheduler policy {policy}: {source}")]
     Scheduler { policy: String, source: io::Error },
     /// `ioPriority.priority` is outside 0..=7.
     #[error(
@@ -50,17 +52,17 @@ pub enum ProcessError {
     )]
     IoPriorityRange { priority: i64 },
     /// `ioprio_set` failed.
-    #[error("set process.ioPriority {class} priority {priority}")]
+    #[error("set process.ioPriority {class} priority {priority}: {source}")]
     IoPriority {
         class: String,
         priority: i64,
         source: io::Error,
     },
     /// `personality(2)` failed.
-    #[error("set linux.personality domain {domain}")]
+    #[error("set linux.personality domain {domain}: {source}")]
     Personality { domain: String, source: io::Error },
     /// `prctl(PR_SET_KEEPCAPS)` failed.
-    #[error("set keep-capabilities before changing user")]
+    #[error("set keep-capabilities before changing user: {source}")]
     KeepCaps { source: io::Error },
     /// `process.user.username` is given; pier resolves no names inside the container.
     #[error(
@@ -68,29 +70,29 @@ pub enum ProcessError {
     )]
     Username { name: String },
     /// `setgroups` failed.
-    #[error("set process.user.additionalGids {gids:?}")]
+    #[error("set process.user.additionalGids {gids:?}: {source}")]
     Setgroups { gids: Vec<u32>, source: io::Error },
     /// `setgid` (setresgid) failed.
-    #[error("set process.user.gid {gid}")]
+    #[error("set process.user.gid {gid}: {source}")]
     Setgid { gid: u32, source: io::Error },
     /// `setuid` (setresuid) failed.
-    #[error("set process.user.uid {uid}")]
+    #[error("set process.user.uid {uid}: {source}")]
     Setuid { uid: u32, source: io::Error },
     /// Reading the kernel's capability facts failed.
-    #[error("read {what}")]
+    #[error("read {what}: {source}")]
     CapRead {
         what: &'static str,
         source: io::Error,
     },
     /// `prctl(PR_CAPBSET_DROP)` failed.
-    #[error("drop {cap} from the bounding capability set")]
+    #[error("drop {cap} from the bounding capability set: {source}")]
     Bounding {
         cap: &'static str,
         source: io::Error,
     },
     /// `capset` failed.
     #[error(
-        "set capabilities effective={effective:#x} permitted={permitted:#x} inheritable={inheritable:#x}"
+        "set capabilities effective={effective:#x} permitted={permitted:#x} inheritable={inheritable:#x}: {source}"
     )]
     Capset {
         effective: u64,
@@ -99,13 +101,15 @@ pub enum ProcessError {
         source: io::Error,
     },
     /// `prctl(PR_CAP_AMBIENT_RAISE)` failed.
-    #[error("raise ambient capability {cap} (it must also be permitted and inheritable)")]
+    #[error(
+        "raise ambient capability {cap} (it must also be permitted and inheritable): {source}"
+    )]
     Ambient {
         cap: &'static str,
         source: io::Error,
     },
     /// `prctl(PR_SET_NO_NEW_PRIVS)` failed.
-    #[error("set process.noNewPrivileges")]
+    #[error("set process.noNewPrivileges: {source}")]
     NoNewPrivileges { source: io::Error },
     /// An AppArmor profile is requested on a host without AppArmor.
     #[error(
@@ -114,7 +118,7 @@ pub enum ProcessError {
     )]
     AppArmorDisabled { profile: String },
     /// Writing the AppArmor exec attribute failed.
-    #[error("apply process.apparmorProfile {profile:?} via {}", path.display())]
+    #[error("apply process.apparmorProfile {profile:?} via {}: {source}", path.display())]
     AppArmor {
         profile: String,
         path: PathBuf,
@@ -127,10 +131,10 @@ pub enum ProcessError {
     )]
     SelinuxDisabled { label: String },
     /// Writing `/proc/self/attr/exec` failed.
-    #[error("apply process.selinuxLabel {label:?} via /proc/self/attr/exec")]
+    #[error("apply process.selinuxLabel {label:?} via /proc/self/attr/exec: {source}")]
     Selinux { label: String, source: io::Error },
     /// `chdir(process.cwd)` failed.
-    #[error("chdir to process.cwd {}", path.display())]
+    #[error("chdir to process.cwd {}: {source}", path.display())]
     Cwd { path: PathBuf, source: io::Error },
     /// `args[0]` has no slash and is in none of the directories of the container's PATH.
     #[error("exec: \"{name}\": executable file not found in $PATH")]
@@ -138,26 +142,29 @@ pub enum ProcessError {
     /// `execve` failed.
     #[error("exec {path}: {}", errno_text(errno))]
     Exec { path: String, errno: io::Error },
+    /// A preserved or listen fd is not open (or its flags cannot be changed).
+    #[error("keep fd {fd} open across exec (--preserve-fds / LISTEN_FDS): {source}")]
+    KeptFd { fd: i32, source: io::Error },
     /// `close_range(CLOSE_RANGE_CLOEXEC)` failed.
-    #[error("mark fds from {first} close-on-exec")]
+    #[error("mark fds from {first} close-on-exec: {source}")]
     CloseFds { first: u32, source: io::Error },
     /// Installing the seccomp filter failed.
-    #[error("install the seccomp filter")]
+    #[error("install the seccomp filter: {source}")]
     Seccomp { source: pier_seccomp::Error },
     /// The NOTIFY listener fd could not be handed to the runtime.
     #[error("hand the seccomp listener fd to the runtime: {reason}")]
     ListenerFd { reason: String },
     /// Connecting to `--console-socket` failed.
-    #[error("connect to --console-socket {}", path.display())]
+    #[error("connect to --console-socket {}: {source}", path.display())]
     ConsoleConnect { path: PathBuf, source: io::Error },
     /// A step of the terminal setup in the container failed.
-    #[error("console: {step}")]
+    #[error("console: {step}: {source}")]
     Console {
         step: &'static str,
         source: io::Error,
     },
     /// A step of the terminal setup that involves a path failed.
-    #[error("console: {step} {}", path.display())]
+    #[error("console: {step} {}: {source}", path.display())]
     ConsolePath {
         step: &'static str,
         path: PathBuf,

@@ -111,7 +111,9 @@ fn run(e: &Exec, on_listener_fd: OnListenerFd<'_>) -> Result<Infallible, Process
         field: "args",
         value: args[0].clone(),
     })?;
-    fds::close_on_exec_from(fds::first_closed(e.preserve_fds, e.listen_fds))?;
+    let first_closed = fds::first_closed(e.preserve_fds, e.listen_fds);
+    fds::keep_below(first_closed)?;
+    fds::close_on_exec_from(first_closed)?;
     if nnp {
         install_seccomp(e, on_listener_fd)?;
     }

@@ -7,11 +7,12 @@
 //!   the container never sees the host's tree.
 //! - Type `cgroup` on a v1 or hybrid host (runc's layout): a tmpfs at the destination, then one
 //!   directory per hierarchy the container's init belongs to (`/proc/self/cgroup`), named as
-//!   the host names it (its mount point's last component, from mountinfo: `cpu,cpuacct`,
-//!   `systemd`, `unified` ...). Each gets a new mount of that hierarchy with a cgroup namespace,
+//!   the host names it (its mount point's last component: `cpu,cpuacct`, `systemd`, `unified`
+//!   ...). Hosts mount them at `/sys/fs/cgroup/<controllers>`; only when one is not there is
+//!   mountinfo read to find it. Each gets a new mount of that hierarchy with a cgroup namespace,
 //!   or a bind of the container's cgroup directory without one; co-mounted controllers get
-//!   symlinks (`cpu -> cpu,cpuacct`). `ro` is applied to each hierarchy and, at the end, to the
-//!   tmpfs.
+//!   symlinks (`cpu -> cpu,cpuacct`). The mount's options (`ro`, `nosuid`...) are applied at the
+//!   end to the tmpfs and all hierarchies at once (`mount_setattr(AT_RECURSIVE)`).
 //!
 //! Privileges: CAP_SYS_ADMIN in the container's user namespace. Tests: `tests/priv_rootfs.rs`.
 use super::mounts::{self, At, Ctx};
@@ -23,7 +24,9 @@ use nix::fcntl::{openat, OFlag};
 use nix::mount::MsFlags;
 use nix::sys::stat::{mkdirat, Mode};
 use nix::unistd::symlinkat;
-use pier_sys::mount::{self as sysmount, MountAttr, AT_EMPTY_PATH, MOUNT_ATTR_RDONLY};
+use pier_sys::mount::{
+    self as sysmount, MountAttr, AT_EMPTY_PATH, AT_RECURSIVE, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE,
+};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
@@ -81,10 +84,15 @@ fn v2(ctx: &Ctx, at: At, opts: &MountOptions, host: &Path) -> Result<(), RootfsE
     mounts::attach(ctx, at, &tree, &dest, opts)
 }
 
-/// One hierarchy of the host, found in mountinfo.
+/// One hierarchy the init belongs to, and where the host has it mounted.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Hierarchy {
+    /// The controllers field of `/proc/self/cgroup` (`cpu,cpuacct`, `name=systemd`, empty).
+    controllers: String,
     /// Directory name under the destination (last component of the host mount point).
     name: String,
+    /// The host's mount point of the hierarchy.
+    mount_point: PathBuf,
     /// Where the container's cgroup of this hierarchy is on the host.
     source: PathBuf,
     /// `cgroup` or `cgroup2`.
@@ -93,45 +101,72 @@ struct Hierarchy {
     data: String,
 }
 
-/// The hierarchies the init belongs to, matched with the host's mounts of them.
-fn hierarchies(proc_cgroup: &str, mountinfo: &str) -> Vec<Hierarchy> {
-    let mut out = Vec::new();
-    for line in proc_cgroup.lines() {
-        let Some((controllers, path)) = line.split_once(':').and_then(|(_, r)| r.split_once(':'))
-        else {
-            continue;
-        };
-        let found = mountinfo::entries(mountinfo).find(|e| {
-            if controllers.is_empty() {
+/// Splits a `/proc/self/cgroup` line into (controllers, path).
+fn split_line(line: &str) -> Option<(&str, &str)> {
+    line.split_once(':').and_then(|(_, r)| r.split_once(':'))
+}
+
+fn hierarchy(controllers: &str, path: &str, mount_point: PathBuf, root: &str) -> Hierarchy {
+    let rel = path
+        .strip_prefix(root)
+        .unwrap_or(path)
+        .trim_start_matches('/');
+    let (fstype, data) = match controllers {
+        "" => ("cgroup2", String::new()),
+        c if c.starts_with("name=") => ("cgroup", format!("none,{c}")),
+        c => ("cgroup", c.to_string()),
+    };
+    let name = mount_point
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    Hierarchy {
+        controllers: controllers.to_string(),
+        name,
+        source: mount_point.join(rel),
+        mount_point,
+        fstype,
+        data,
+    }
+}
+
+/// The hierarchies where hosts mount them: `/sys/fs/cgroup/<controllers>` (a named one at its
+/// name), and cgroup2 at `/sys/fs/cgroup/unified` on a hybrid host. No mountinfo needed.
+fn by_convention(proc_cgroup: &str, hybrid: bool) -> Vec<Hierarchy> {
+    let base = Path::new("/sys/fs/cgroup");
+    let lines = proc_cgroup.lines().filter_map(split_line);
+    lines
+        .filter(|(c, _)| hybrid || !c.is_empty())
+        .map(|(c, path)| {
+            let dir = if c.is_empty() {
+                "unified"
+            } else {
+                c.strip_prefix("name=").unwrap_or(c)
+            };
+            hierarchy(c, path, base.join(dir), "/")
+        })
+        .collect()
+}
+
+/// The hierarchies with these `controllers`, found in mountinfo (for hosts that mount them
+/// elsewhere).
+fn from_mountinfo(proc_cgroup: &str, mountinfo: &str, controllers: &[String]) -> Vec<Hierarchy> {
+    let lines = proc_cgroup.lines().filter_map(split_line);
+    let wanted = lines.filter(|(c, _)| controllers.iter().any(|w| w == c));
+    let found = wanted.filter_map(|(c, path)| {
+        let e = mountinfo::entries(mountinfo).find(|e| {
+            if c.is_empty() {
                 e.fstype == "cgroup2"
             } else {
                 e.fstype == "cgroup"
-                    && controllers
-                        .split(',')
+                    && c.split(',')
                         .all(|c| e.super_options.split(',').any(|o| o == c))
             }
-        });
-        let Some(e) = found else { continue };
-        let Some(name) = e.mount_point.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        let rel = path
-            .strip_prefix(e.root)
-            .unwrap_or(path)
-            .trim_start_matches('/');
-        let (fstype, data) = match controllers {
-            "" => ("cgroup2", String::new()),
-            c if c.starts_with("name=") => ("cgroup", format!("none,{c}")),
-            c => ("cgroup", c.to_string()),
-        };
-        out.push(Hierarchy {
-            name: name.to_string(),
-            source: e.mount_point.join(rel),
-            fstype,
-            data,
-        });
-    }
-    out
+        })?;
+        Some(hierarchy(c, path, e.mount_point, e.root))
+    });
+    found.collect()
 }
 
 fn v1(ctx: &Ctx, at: At, opts: &MountOptions) -> Result<(), RootfsError> {
@@ -148,59 +183,103 @@ fn v1(ctx: &Ctx, at: At, opts: &MountOptions) -> Result<(), RootfsError> {
     let top = paths::open_in_root(ctx.root.as_fd(), at.m.destination())
         .map_err(|e| at.err("opening the new mount", e))?;
     let text = read_proc_cgroup(at)?;
-    let info = mountinfo::read().map_err(|e| at.err("reading /proc/self/mountinfo", e))?;
-    for h in hierarchies(&text, &info) {
-        hierarchy(ctx, at, top.as_fd(), &h, opts)?;
+    let hybrid = nix::sys::statfs::statfs("/sys/fs/cgroup/unified")
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+    let missing = attach_all(ctx, at, top.as_fd(), &by_convention(&text, hybrid), opts)?;
+    if !missing.is_empty() {
+        let info = mountinfo::read().map_err(|e| at.err("reading /proc/self/mountinfo", e))?;
+        attach_all(
+            ctx,
+            at,
+            top.as_fd(),
+            &from_mountinfo(&text, &info, &missing),
+            opts,
+        )?;
     }
-    if opts.attrs.set & MOUNT_ATTR_RDONLY != 0 {
+    // One call gives the tmpfs and every hierarchy the mount's options (`ro`, `nosuid`, ...).
+    if !opts.attrs.is_empty() {
+        let (attr_set, attr_clr) = (opts.attrs.set, opts.attrs.clr);
         let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
+            attr_set,
+            attr_clr,
             ..Default::default()
         };
-        sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
-            .map_err(|e| at.err("making the tmpfs read-only", e))?;
+        sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr)
+            .map_err(|e| at.err("setting the mount options on the hierarchies", e))?;
     }
     mounts::propagate(ctx, at, top.as_fd(), opts.propagation)
 }
 
-fn hierarchy(
+/// Attaches each hierarchy under `top`; returns the controllers of those the host does not
+/// have where `list` says.
+fn attach_all(
     ctx: &Ctx,
     at: At,
     top: BorrowedFd,
+    list: &[Hierarchy],
+    opts: &MountOptions,
+) -> Result<Vec<String>, RootfsError> {
+    let mut missing = Vec::new();
+    for h in list {
+        match attach(ctx.ns.cgroup, top, h, opts) {
+            Ok(()) => {}
+            Err((_, Errno::ENOENT)) => missing.push(h.controllers.clone()),
+            Err((step, e)) => return Err(at.err(step, e)),
+        }
+    }
+    Ok(missing)
+}
+
+/// One hierarchy: a new mount of it (with a cgroup namespace) or a bind of the container's
+/// cgroup in it, on `top/<name>`; symlinks for co-mounted controllers. ENOENT: not on the host.
+fn attach(
+    cgroupns: bool,
+    top: BorrowedFd,
     h: &Hierarchy,
     opts: &MountOptions,
-) -> Result<(), RootfsError> {
-    let step_err = |step, e: Errno| at.err(step, e);
-    match mkdirat(top, h.name.as_str(), Mode::from_bits_truncate(0o755)) {
-        Ok(()) | Err(Errno::EEXIST) => {}
-        Err(e) => return Err(step_err("creating a hierarchy directory", e)),
-    }
-    let oflags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let sub = openat(top, h.name.as_str(), oflags, Mode::empty())
-        .map_err(|e| step_err("opening a hierarchy directory", e))?;
-    if ctx.ns.cgroup {
-        mounts::mount_on(
-            sub.as_fd(),
-            Path::new("cgroup"),
-            h.fstype,
-            opts.fs_flags(),
-            &h.data,
-        )
-        .map_err(|e| step_err("mounting a hierarchy", e))?;
+) -> Result<(), (&'static str, Errno)> {
+    let name = h.name.as_str();
+    if cgroupns {
+        nix::unistd::access(&h.mount_point, nix::unistd::AccessFlags::F_OK)
+            .map_err(|e| ("finding a hierarchy", e))?;
+        mkdir(top, name)?;
+        let oflags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let sub = openat(top, name, oflags, Mode::empty())
+            .map_err(|e| ("opening a hierarchy directory", e))?;
+        let (cgroup, flags) = (Path::new("cgroup"), opts.fs_flags());
+        mounts::mount_on(sub.as_fd(), cgroup, h.fstype, flags, &h.data)
+            .map_err(|e| ("mounting a hierarchy", e))?;
     } else {
-        let tree = mounts::clone_tree(at, &h.source, false, opts)?;
-        sysmount::move_mount(tree.as_fd(), sub.as_fd())
-            .map_err(|e| at.err("attaching a hierarchy", e))?;
+        let flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
+        let tree = sysmount::open_tree(None, &h.source, flags).map_err(|e| {
+            (
+                "cloning a hierarchy",
+                Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+            )
+        })?;
+        mkdir(top, name)?;
+        // The directory was just made in our own new tmpfs: its name cannot be a symlink.
+        sysmount::move_mount(tree.as_fd(), top, name).map_err(|e| {
+            (
+                "attaching a hierarchy",
+                Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+            )
+        })?;
     }
-    if h.name.contains(',') {
-        for c in h.name.split(',') {
-            match symlinkat(h.name.as_str(), top, c) {
-                Ok(()) | Err(Errno::EEXIST) => {}
-                Err(e) => return Err(step_err("linking a co-mounted controller", e)),
-            }
+    for c in h.name.split(',').filter(|_| h.name.contains(',')) {
+        match symlinkat(name, top, c) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => return Err(("linking a co-mounted controller", e)),
         }
     }
     Ok(())
+}
+
+fn mkdir(top: BorrowedFd, name: &str) -> Result<(), (&'static str, Errno)> {
+    match mkdirat(top, name, Mode::from_bits_truncate(0o755)) {
+        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Err(e) => Err(("creating a hierarchy directory", e)),
+    }
 }
 
 #[cfg(test)]
@@ -209,19 +288,21 @@ mod tests {
 
     const PROC: &str = "12:cpu,cpuacct:/pier/c1\n1:name=systemd:/pier/c1\n0::/pier/c1\n3:rdma:/\n";
     const INFO: &str = "\
-32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n\
-40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n\
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+32 31 0:29 / /cg/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n\
+40 31 0:37 /pier /cg/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n\
+41 31 0:38 / /cg/unified rw,relatime - cgroup2 cgroup2 rw\n";
+
+    fn summary(h: &[Hierarchy]) -> Vec<(&str, PathBuf, &str, &str)> {
+        h.iter()
+            .map(|h| (h.name.as_str(), h.source.clone(), h.fstype, h.data.as_str()))
+            .collect()
+    }
 
     #[test]
-    fn hierarchies_follow_the_hosts_names_and_the_inits_paths() {
-        let h = hierarchies(PROC, INFO);
-        let got: Vec<_> = h
-            .iter()
-            .map(|h| (h.name.as_str(), h.source.clone(), h.fstype, h.data.as_str()))
-            .collect();
+    fn hierarchies_by_convention() {
+        let h = by_convention(PROC, true);
         assert_eq!(
-            got,
+            summary(&h),
             vec![
                 (
                     "cpu,cpuacct",
@@ -238,6 +319,51 @@ mod tests {
                 (
                     "unified",
                     PathBuf::from("/sys/fs/cgroup/unified/pier/c1"),
+                    "cgroup2",
+                    ""
+                ),
+                (
+                    "rdma",
+                    PathBuf::from("/sys/fs/cgroup/rdma"),
+                    "cgroup",
+                    "rdma"
+                ),
+            ]
+        );
+        assert_eq!(
+            by_convention(PROC, false).len(),
+            3,
+            "no unified line on a v1 host"
+        );
+    }
+
+    #[test]
+    fn hierarchies_from_mountinfo_follow_the_hosts_mount_points() {
+        let wanted = [
+            "cpu,cpuacct".to_string(),
+            "name=systemd".to_string(),
+            String::new(),
+            "rdma".into(),
+        ];
+        let h = from_mountinfo(PROC, INFO, &wanted);
+        assert_eq!(
+            summary(&h),
+            vec![
+                (
+                    "cpu,cpuacct",
+                    PathBuf::from("/cg/cpu,cpuacct/pier/c1"),
+                    "cgroup",
+                    "cpu,cpuacct"
+                ),
+                (
+                    "systemd",
+                    PathBuf::from("/cg/systemd/c1"),
+                    "cgroup",
+                    "none,name=systemd"
+                ),
+                (
+                    "unified",
+                    PathBuf::from("/cg/unified/pier/c1"),
                     "cgroup2",
                     ""
                 ),

@@ -11,12 +11,12 @@
 //! made it.
 //!
 //! Privileges: CAP_SYS_ADMIN in the container's user namespace. Tests: `tests/priv_rootfs.rs`.
-use super::{mountinfo, RootfsError};
+use super::RootfsError;
 use nix::errno::Errno;
 use nix::mount::{mount, MsFlags};
 use pier_sys::mount::{self as sysmount, MountAttr, AT_RECURSIVE, MOUNT_ATTR_RDONLY};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const READ_ONLY: MountAttr = MountAttr {
     attr_set: MOUNT_ATTR_RDONLY,
@@ -71,14 +71,4 @@ pub(crate) fn mask_path(path: &Path) -> Result<(), RootfsError> {
 /// `root.readonly`: the root mount becomes read-only.
 pub(crate) fn readonly_root() -> Result<(), RootfsError> {
     sysmount::mount_setattr(None, "/", 0, &READ_ONLY).map_err(RootfsError::ReadonlyRoot)
-}
-
-/// The mount point of the mount that holds `path` (longest mount point that is a prefix).
-pub(crate) fn mount_point_of(path: &Path) -> io::Result<PathBuf> {
-    let text = mountinfo::read()?;
-    let best = mountinfo::entries(&text)
-        .map(|e| e.mount_point)
-        .filter(|mp| path.starts_with(mp))
-        .max_by_key(|mp| mp.as_os_str().len());
-    Ok(best.unwrap_or_else(|| PathBuf::from("/")))
 }

@@ -4,7 +4,8 @@
 //! Theory of operation: `proc(5)` line format `id parent maj:min root mountpoint options
 //! [optional fields...] - fstype source superoptions`; paths have space, tab, newline and
 //! backslash octal-escaped. Privileges: none. Tests: below.
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// The fields of one mountinfo line pier uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,12 +51,13 @@ pub(crate) fn unescape(s: &str) -> PathBuf {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let oct = b
-            .get(i + 1..i + 4)
-            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match oct {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+        let escaped = (b[i] == b'\\')
+            .then(|| b.get(i + 1..i + 4))
+            .flatten()
+            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
+        match escaped {
+            Some(c) => {
+                out.push(c);
                 i += 4;
             }
             None => {
@@ -65,6 +67,16 @@ pub(crate) fn unescape(s: &str) -> PathBuf {
         }
     }
     PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The mount point of the mount that holds `path` (longest mount point that is a prefix).
+pub(crate) fn mount_point_of(path: &Path) -> io::Result<PathBuf> {
+    let text = read()?;
+    let best = entries(&text)
+        .map(|e| e.mount_point)
+        .filter(|mp| path.starts_with(mp))
+        .max_by_key(|mp| mp.as_os_str().len());
+    Ok(best.unwrap_or_else(|| PathBuf::from("/")))
 }
 
 #[cfg(test)]
@@ -83,5 +95,6 @@ mod tests {
             ("cgroup", "rw,cpu", "/")
         );
         assert_eq!(e[1].mount_point, PathBuf::from("/a b"));
+        assert_eq!(unescape("/x\\134y\\999\\"), PathBuf::from("/x\\y\\999\\"));
     }
 }

@@ -5,11 +5,14 @@
 //!   fails here, before anything is created), `mount_setattr` of the per-mount options on the
 //!   detached clone and of the recursive ones (`rro`, ...) with `AT_RECURSIVE`, then the
 //!   destination is resolved (created as a file or directory like the source) and the clone is
-//!   attached with `move_mount`;
+//!   attached with `move_mount`. A detached clone is in no peer group, so a bind that asks for
+//!   `slave`/`shared` propagation (relative to its source) is made with `mount(MS_BIND)`
+//!   instead and gets its options right after;
 //! - any other type: `mount(2)` onto `/proc/self/fd/N` of the resolved destination with the
 //!   options as `MS_*` flags and data. Fallbacks as runc has them: sysfs and mqueue in a user
 //!   namespace the kernel will not mount them in become rbinds of the host's `/sys` and
 //!   `/dev/mqueue`; devpts without a mapped `gid=` is retried without it;
+//! - `tmpcopyup` on a tmpfs: the directory it covers is copied in ([`super::copyup`]);
 //! - cgroup and cgroup2: see [`super::cgroup`];
 //! - propagation (and recursive attributes of a new filesystem) last, on the attached mount.
 //!   A `private`/`rprivate` request under a root that is already recursively private is a no-op
@@ -18,12 +21,13 @@
 //! Privileges: CAP_SYS_ADMIN in the container's user namespace. Tests: `tests/priv_rootfs.rs`.
 use super::options::{MountOptions, Propagation};
 use super::paths::{self, Kind, ProcFd};
-use super::{cgroup, Namespaces, RootfsError};
+use super::{cgroup, copyup, Namespaces, RootfsError};
 use nix::errno::Errno;
 use nix::mount::{mount, MsFlags};
 use oci_spec::runtime::{Mount, Spec};
 use pier_sys::mount::{
-    self as sysmount, MountAttr, AT_EMPTY_PATH, AT_RECURSIVE, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE,
+    self as sysmount, MountAttr, AT_EMPTY_PATH, AT_RECURSIVE, MOUNT_ATTR_RDONLY, OPEN_TREE_CLOEXEC,
+    OPEN_TREE_CLONE,
 };
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -37,6 +41,9 @@ pub(crate) struct Ctx<'a> {
     pub ns: Namespaces,
     /// `/` was made recursively private (no rootfsPropagation given).
     pub private_root: bool,
+    /// The bundle directory, when it can be told from `root.path`: relative bind sources are
+    /// relative to it. None: they resolve against the cwd.
+    pub bundle: Option<&'a Path>,
 }
 
 /// One spec mount and its index, for error values.
@@ -73,9 +80,27 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
         let e = io::Error::new(io::ErrorKind::Unsupported, format!("option {o:?}"));
         return Err(at.err("unsupported option", e));
     }
+    if at.m.uid_mappings().is_some() || at.m.gid_mappings().is_some() {
+        let e = io::Error::new(io::ErrorKind::Unsupported, "uidMappings/gidMappings");
+        return Err(at.err("idmapped mounts are not supported", e));
+    }
     let fstype = at.m.typ().as_deref().unwrap_or("none");
     if opts.bind || fstype == "bind" {
         let src = at.m.source().as_deref().unwrap_or(Path::new(""));
+        let joined;
+        let src = match ctx.bundle {
+            Some(bundle) if src.is_relative() => {
+                joined = bundle.join(src);
+                joined.as_path()
+            }
+            _ => src,
+        };
+        if opts
+            .propagation
+            .is_some_and(|p| p.kind == MsFlags::MS_SHARED || p.kind == MsFlags::MS_SLAVE)
+        {
+            return bind_in_peer_group(ctx, at, src, &opts);
+        }
         let tree = clone_tree(at, src, opts.rbind, &opts)?;
         let dest = destination(ctx, at, || kind_of(&tree))?;
         return attach(ctx, at, &tree, &dest, &opts);
@@ -86,6 +111,48 @@ fn mount_one(ctx: &Ctx, at: At) -> Result<(), RootfsError> {
     }
 }
 
+/// A bind made with `mount(2)`, which (unlike a detached `open_tree` clone) joins the source's
+/// peer group, so that `slave`/`shared` relate the bind to its source as they do in runc.
+fn bind_in_peer_group(
+    ctx: &Ctx,
+    at: At,
+    src: &Path,
+    opts: &MountOptions,
+) -> Result<(), RootfsError> {
+    let st = nix::sys::stat::stat(src).map_err(|e| match e {
+        Errno::ENOENT => at.err("source does not exist", e),
+        _ => at.err("inspecting the source", e),
+    })?;
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    let dest = destination(ctx, at, || if is_dir { Kind::Dir } else { Kind::File })?;
+    let mut flags = MsFlags::MS_BIND;
+    if opts.rbind {
+        flags |= MsFlags::MS_REC;
+    }
+    let target = ProcFd::new(dest.as_fd());
+    mount(
+        Some(src),
+        target.as_cstr(),
+        None::<&str>,
+        flags,
+        None::<&str>,
+    )
+    .map_err(|e| at.err("bind-mounting", e))?;
+    let top = paths::open_in_root(ctx.root.as_fd(), at.m.destination())
+        .map_err(|e| at.err("opening the new mount", e))?;
+    if !opts.attrs.is_empty() {
+        let attr = MountAttr {
+            attr_set: opts.attrs.set,
+            attr_clr: opts.attrs.clr,
+            ..Default::default()
+        };
+        sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
+            .map_err(|e| at.err("setting the mount options", e))?;
+    }
+    set_recursive_attrs(at, top.as_fd(), opts)?;
+    propagate(ctx, at, top.as_fd(), opts.propagation)
+}
+
 /// Opens the destination in the root, creating it as `kind()` if it is missing.
 pub(crate) fn destination(
     ctx: &Ctx,
@@ -94,7 +161,7 @@ pub(crate) fn destination(
 ) -> Result<OwnedFd, RootfsError> {
     let dest = at.m.destination();
     match paths::open_in_root(ctx.root.as_fd(), dest) {
-        Err(Errno::ENOENT) => paths::ensure(ctx.root.as_fd(), dest, kind()),
+        Err(Errno::ENOENT) => paths::create(ctx.root.as_fd(), dest, kind()),
         other => other,
     }
     .map_err(|e| at.err("resolving the destination in the root", e))
@@ -160,7 +227,7 @@ pub(crate) fn attach(
     dest: &OwnedFd,
     opts: &MountOptions,
 ) -> Result<(), RootfsError> {
-    sysmount::move_mount(tree.as_fd(), dest.as_fd())
+    sysmount::move_mount(tree.as_fd(), dest.as_fd(), "")
         .map_err(|e| at.err("attaching the bind", e))?;
     propagate(ctx, at, tree.as_fd(), opts.propagation)
 }
@@ -182,7 +249,7 @@ pub(crate) fn propagate(
         AT_EMPTY_PATH
     };
     let attr = MountAttr {
-        propagation: p.kind.bits() as u64,
+        propagation: p.kind.bits(),
         ..Default::default()
     };
     sysmount::mount_setattr(Some(fd), "", flags, &attr)
@@ -202,19 +269,38 @@ pub(crate) fn mount_on(
     mount(Some(source), target.as_cstr(), Some(fstype), flags, data)
 }
 
+/// A user namespace without its own network (ipc) namespace may not mount sysfs (mqueue): bind
+/// the host's, with its submounts; a read-only request covers those too.
+fn bind_hosts(
+    ctx: &Ctx,
+    at: At,
+    fstype: &str,
+    opts: &MountOptions,
+    dest: &OwnedFd,
+) -> Result<(), RootfsError> {
+    let host = if fstype == "sysfs" {
+        "/sys"
+    } else {
+        "/dev/mqueue"
+    };
+    let mut opts = opts.clone();
+    opts.rec_attrs.set |= opts.attrs.set & MOUNT_ATTR_RDONLY;
+    let tree = clone_tree(at, Path::new(host), true, &opts)?;
+    attach(ctx, at, &tree, dest, &opts)
+}
+
 fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), RootfsError> {
     let dest = destination(ctx, at, || Kind::Dir)?;
     let src = at.m.source().as_deref().unwrap_or(Path::new(fstype));
-    match mount_on(dest.as_fd(), src, fstype, opts.fs_flags(), &opts.data) {
+    let copy_up = opts.copy_up && fstype == "tmpfs";
+    let mut flags = opts.fs_flags();
+    if copy_up {
+        flags -= MsFlags::MS_RDONLY; // made read-only after the copy
+    }
+    match mount_on(dest.as_fd(), src, fstype, flags, &opts.data) {
         Ok(()) => {}
         Err(Errno::EPERM) if ctx.ns.user && matches!(fstype, "sysfs" | "mqueue") => {
-            let host = if fstype == "sysfs" {
-                "/sys"
-            } else {
-                "/dev/mqueue"
-            };
-            let tree = clone_tree(at, Path::new(host), true, opts)?;
-            return attach(ctx, at, &tree, &dest, opts);
+            return bind_hosts(ctx, at, fstype, opts, &dest);
         }
         Err(Errno::EINVAL) if fstype == "devpts" && opts.data.contains("gid=") => {
             let data: Vec<&str> = opts
@@ -222,7 +308,7 @@ fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), Ro
                 .split(',')
                 .filter(|o| !o.starts_with("gid="))
                 .collect();
-            mount_on(dest.as_fd(), src, fstype, opts.fs_flags(), &data.join(","))
+            mount_on(dest.as_fd(), src, fstype, flags, &data.join(","))
                 .map_err(|e| at.err("mounting (also without gid=)", e))?;
         }
         Err(e) => return Err(at.err("mounting", e)),
@@ -230,12 +316,36 @@ fn new_fs(ctx: &Ctx, at: At, fstype: &str, opts: &MountOptions) -> Result<(), Ro
     let needs_prop = opts
         .propagation
         .is_some_and(|p| !(p.kind == MsFlags::MS_PRIVATE && ctx.private_root));
-    if opts.rec_attrs.is_empty() && !needs_prop {
+    if !copy_up && opts.rec_attrs.is_empty() && !needs_prop {
         return Ok(());
     }
     // `dest` is the directory under the new mount; the mount itself is on top of it.
     let top = paths::open_in_root(ctx.root.as_fd(), at.m.destination())
         .map_err(|e| at.err("opening the new mount", e))?;
+    if copy_up {
+        copy_up_into(at, &dest, &top, opts)?;
+    }
     set_recursive_attrs(at, top.as_fd(), opts)?;
     propagate(ctx, at, top.as_fd(), opts.propagation)
+}
+
+/// `tmpcopyup`: fills the new tmpfs `top` from the directory `under` it, then makes it
+/// read-only if asked.
+fn copy_up_into(
+    at: At,
+    under: &OwnedFd,
+    top: &OwnedFd,
+    opts: &MountOptions,
+) -> Result<(), RootfsError> {
+    copyup::copy_dir(under.as_fd(), top.as_fd())
+        .map_err(|e| at.err("copying the directory into the tmpfs (tmpcopyup)", e))?;
+    if opts.attrs.set & MOUNT_ATTR_RDONLY == 0 {
+        return Ok(());
+    }
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        ..Default::default()
+    };
+    sysmount::mount_setattr(Some(top.as_fd()), "", AT_EMPTY_PATH, &attr)
+        .map_err(|e| at.err("making the tmpfs read-only after tmpcopyup", e))
 }

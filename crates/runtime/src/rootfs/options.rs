@@ -12,7 +12,7 @@
 //! - the recursive variants (`rro`, `rnosuid`, `ratime`, ...) as bits for `mount_setattr` with
 //!   `AT_RECURSIVE`;
 //! - the propagation (`private`, `rshared`, ...; the last one wins);
-//! - `bind`/`rbind`;
+//! - `bind`/`rbind`, and `tmpcopyup` (runc's extension, see [`super::copyup`]);
 //! - everything else, comma-joined, as the filesystem's data string (`mode=755`, `size=64m`...).
 //!
 //! Privileges: none (pure). Tests: below.
@@ -191,6 +191,8 @@ pub(crate) struct MountOptions {
     pub data: String,
     /// An option pier recognises but does not support (`idmap`, `ridmap`).
     pub unsupported: Option<String>,
+    /// `tmpcopyup`: a tmpfs starts with a copy of the directory it covers.
+    pub copy_up: bool,
 }
 
 impl MountOptions {
@@ -205,6 +207,7 @@ impl MountOptions {
             propagation: None,
             data: String::new(),
             unsupported: None,
+            copy_up: false,
         };
         for opt in options {
             let opt = opt.as_str();
@@ -223,6 +226,8 @@ impl MountOptions {
                 "bind" => o.bind = true,
                 "rbind" => (o.bind, o.rbind) = (true, true),
                 "idmap" | "ridmap" => o.unsupported = Some(opt.to_string()),
+                "tmpcopyup" => o.copy_up = true,
+                "notmpcopyup" => o.copy_up = false,
                 "remount" | "" => {}
                 _ => {
                     let is_rec = opt.strip_prefix('r').is_some_and(|r| o.rec_attrs.apply(r));
@@ -296,8 +301,15 @@ mod tests {
 
     #[test]
     fn unknown_words_become_data_and_idmap_is_flagged() {
-        let o = parse(&["newinstance", "ptmxmode=0666", "idmap", "gid=5"]);
+        let o = parse(&[
+            "newinstance",
+            "ptmxmode=0666",
+            "idmap",
+            "gid=5",
+            "tmpcopyup",
+        ]);
         assert_eq!(o.data, "newinstance,ptmxmode=0666,gid=5");
+        assert!(o.copy_up);
         assert_eq!(o.unsupported.as_deref(), Some("idmap"));
     }
 

@@ -8,11 +8,14 @@
 //! (`move_mount` with an empty path, or `mount(2)` on `/proc/self/fd/N`), never onto a path
 //! string that could be swapped. Missing destinations are created one component at a time with
 //! `mkdirat`/`openat(O_CREAT|O_NOFOLLOW)` under a parent that was itself resolved in the root.
+//! A component that is a dangling symlink (an image's `/etc/resolv.conf -> /run/...`) is
+//! followed: its target, taken inside the root again, is created instead (at most 40 links, as
+//! the kernel allows).
 //!
 //! Privileges: whatever the root's permissions require. Tests: `tests/priv_rootfs.rs`
 //! (the symlink escape cases) and the unit test below.
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{mkdirat, Mode};
 use std::ffi::CStr;
 use std::io::Write;
@@ -40,24 +43,54 @@ pub(crate) fn open_in_root(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd,
 /// Opens `path` inside the root, creating it (and missing parents, as directories) if needed.
 pub(crate) fn ensure(root: BorrowedFd<'_>, path: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
     match open_in_root(root, path) {
-        Err(Errno::ENOENT) => {}
-        other => return other,
+        Err(Errno::ENOENT) => create(root, path, kind),
+        other => other,
     }
+}
+
+/// Creates `path` (found missing) inside the root and opens it.
+pub(crate) fn create(root: BorrowedFd<'_>, path: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
+    create_following(root, path, kind, 40)
+}
+
+fn create_following(
+    root: BorrowedFd<'_>,
+    path: &Path,
+    kind: Kind,
+    links_left: u32,
+) -> Result<OwnedFd, Errno> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(Errno::ENOENT);
     };
-    let dir = ensure(root, parent, Kind::Dir)?;
-    match kind {
-        Kind::Dir => match mkdirat(&dir, name, Mode::from_bits_truncate(0o755)) {
-            Ok(()) | Err(Errno::EEXIST) => {}
-            Err(e) => return Err(e),
-        },
+    let dir = ensure_following(root, parent, links_left)?;
+    let made = match kind {
+        Kind::Dir => mkdirat(&dir, name, Mode::from_bits_truncate(0o755)),
         Kind::File => {
             let flags = OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
-            openat(&dir, name, flags, Mode::from_bits_truncate(0o644))?;
+            openat(&dir, name, flags, Mode::from_bits_truncate(0o644)).map(drop)
         }
+    };
+    match made {
+        Ok(()) => open_in_root(root, path),
+        Err(Errno::EEXIST | Errno::ELOOP) => match readlinkat(&dir, name) {
+            // A dangling symlink: create its target, resolved inside the root again.
+            Ok(target) if links_left > 0 => {
+                let next = parent.join(target);
+                create_following(root, &next, kind, links_left - 1)?;
+                open_in_root(root, path)
+            }
+            Ok(_) => Err(Errno::ELOOP),
+            Err(_) => open_in_root(root, path),
+        },
+        Err(e) => Err(e),
     }
-    open_in_root(root, path)
+}
+
+fn ensure_following(root: BorrowedFd<'_>, path: &Path, links_left: u32) -> Result<OwnedFd, Errno> {
+    match open_in_root(root, path) {
+        Err(Errno::ENOENT) => create_following(root, path, Kind::Dir, links_left),
+        other => other,
+    }
 }
 
 /// `/proc/self/fd/N` for `mount(2)`, which takes paths only; built on the stack.
@@ -107,6 +140,35 @@ mod tests {
         let inside = root_dir.join(outside.strip_prefix("/").unwrap());
         assert!(inside.join("a/b").is_dir());
         assert!(root_dir.join("outside/f").is_file());
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_followed_inside_the_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root_dir.join("etc")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root_dir.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../run/x/resolv.conf", root_dir.join("etc/resolv.conf"))
+            .unwrap();
+        std::os::unix::fs::symlink("loop", root_dir.join("loop")).unwrap();
+        let root = nix::fcntl::open(&root_dir, OFlag::O_PATH, Mode::empty()).unwrap();
+
+        ensure(root.as_fd(), Path::new("/abs/a"), Kind::Dir).unwrap();
+        ensure(root.as_fd(), Path::new("/etc/resolv.conf"), Kind::File).unwrap();
+        let err = ensure(root.as_fd(), Path::new("/loop/a"), Kind::Dir).unwrap_err();
+
+        assert_eq!(err, Errno::ELOOP);
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "escaped the root"
+        );
+        assert!(root_dir
+            .join(outside.strip_prefix("/").unwrap())
+            .join("a")
+            .is_dir());
+        assert!(root_dir.join("run/x/resolv.conf").is_file());
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //!
 //! Theory of operation: `pivot_root(".", ".")` with the cwd at the new root stacks the old root
 //! on top of the new one, so no put_old directory is needed; `umount2(".", MNT_DETACH)` then
-//! drops the old root (pivot_root(2), NOTES). When `/` was made shared (rootfsPropagation
-//! shared/rshared), the old root is first made rslave so that its lazy unmount does not
-//! propagate to the host's peers. `--no-pivot` (roots on ramfs, where pivot_root is refused)
-//! moves the root mount onto `/` with MS_MOVE and chroots into it instead.
+//! drops the old root (pivot_root(2), NOTES). When the root propagation left mounts that may be
+//! peers of the host's (anything but the recursive private/slave types), the old root is first
+//! made rslave so that its lazy unmount does not propagate to the host. `--no-pivot` (roots on
+//! ramfs, where pivot_root is refused) moves the root mount onto `/` with MS_MOVE and chroots
+//! into it instead.
 //!
 //! Privileges: CAP_SYS_ADMIN (and CAP_SYS_CHROOT for --no-pivot) in the container's user
 //! namespace. Tests: `tests/priv_rootfs.rs`.
@@ -17,7 +18,11 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 /// pivot_root into `root` (an fd of `rootfs`) and detach the old root.
-pub(crate) fn pivot_root(root: &OwnedFd, rootfs: &Path, shared: bool) -> Result<(), RootfsError> {
+pub(crate) fn pivot_root(
+    root: &OwnedFd,
+    rootfs: &Path,
+    may_propagate: bool,
+) -> Result<(), RootfsError> {
     let err = |step, e: Errno| RootfsError::PivotRoot {
         rootfs: rootfs.to_path_buf(),
         step,
@@ -25,7 +30,7 @@ pub(crate) fn pivot_root(root: &OwnedFd, rootfs: &Path, shared: bool) -> Result<
     };
     fchdir(root).map_err(|e| err("entering the root", e))?;
     pivot(".", ".").map_err(|e| err("pivot_root", e))?;
-    if shared {
+    if may_propagate {
         let flags = MsFlags::MS_SLAVE | MsFlags::MS_REC;
         mount(None::<&str>, ".", None::<&str>, flags, None::<&str>)
             .map_err(|e| err("making the old root rslave", e))?;
