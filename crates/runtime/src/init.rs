@@ -123,7 +123,8 @@ fn prepare(init: &Init) -> Result<Vec<u8>, String> {
         let socket = socket
             .try_clone()
             .map_err(|e| format!("dup console socket: {e}"))?;
-        console::setup_in_container(socket).map_err(|e| e.to_string())?;
+        let size = init.spec.process().as_ref().and_then(|p| p.console_size());
+        console::setup_in_container_sized(socket, size.as_ref()).map_err(|e| e.to_string())?;
     }
     rootfs::finalize(init.spec).map_err(|e| e.to_string())?;
     if let Some(process) = init.spec.process() {
@@ -262,10 +263,10 @@ fn enter_and_exec(child: &ExecChild) -> String {
         }
     }
     if let Some(socket) = &child.console {
-        let setup = socket
-            .try_clone()
-            .map_err(|e| e.to_string())
-            .and_then(|s| console::setup_in_container(s).map_err(|e| e.to_string()));
+        let setup = socket.try_clone().map_err(|e| e.to_string()).and_then(|s| {
+            console::setup_in_container_sized(s, child.process.console_size().as_ref())
+                .map_err(|e| e.to_string())
+        });
         if let Err(e) = setup {
             return e;
         }
