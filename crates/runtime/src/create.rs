@@ -17,6 +17,7 @@
 use crate::container::{CreateOptions, Error, Runtime, State};
 use crate::hooks::{self, Phase};
 use crate::init::{self, Init};
+use crate::listener::Listener;
 use crate::namespaces::{self, PidForChildren, Plan};
 use crate::process::console;
 use crate::spec::{self, Bundle};
@@ -88,6 +89,7 @@ struct Staged {
     cgroup_fd: Option<OwnedFd>,
     self_join: pier_cgroups::SelfJoin,
     seccomp: Option<pier_seccomp::Program>,
+    listener: Option<Listener>,
     console: Option<OwnedFd>,
     fifo: OwnedFd,
     parent_sync: sync::Sync,
@@ -148,7 +150,11 @@ fn stage(rt: &Runtime, id: &str, opts: &CreateOptions, foreground: bool) -> Resu
     let self_join = cgroup
         .self_join()
         .map_err(cgroup_error("open tasks files"))?;
-    let seccomp = compile_seccomp(rt, &bundle.spec)?;
+    let seccomp = spec::seccomp_program(&rt.root, &bundle.spec)?;
+    let listener = match (&seccomp, spec::seccomp_profile(&bundle.spec)) {
+        (Some(program), Some(profile)) if program.needs_listener() => Listener::open(profile)?,
+        _ => None,
+    };
     let console = match &opts.console_socket {
         Some(path) => Some(console::connect(path).map_err(Error::Console)?),
         None => None,
@@ -157,7 +163,8 @@ fn stage(rt: &Runtime, id: &str, opts: &CreateOptions, foreground: bool) -> Resu
     let (parent_sync, child_sync) =
         sync::pair().map_err(|e| Error::io("create sync socket", &dir.path, e))?;
     Ok(Staged {
-        wait_go: plan.init_waits() || has_hooks_before_start(&bundle.spec),
+        // The seccomp agent gets the state with the init's pid, which only `Go` carries.
+        wait_go: plan.init_waits() || has_hooks_before_start(&bundle.spec) || listener.is_some(),
         cgroup_fd: cgroup.clone_into_fd(),
         bundle,
         plan,
@@ -167,6 +174,7 @@ fn stage(rt: &Runtime, id: &str, opts: &CreateOptions, foreground: bool) -> Resu
         cgroup,
         self_join,
         seccomp,
+        listener,
         console,
         fifo,
         parent_sync,
@@ -185,6 +193,7 @@ fn run_init(staged: Staged, opts: &CreateOptions) -> ! {
         record,
         self_join,
         seccomp,
+        listener,
         console,
         fifo,
         parent_sync,
@@ -204,6 +213,7 @@ fn run_init(staged: Staged, opts: &CreateOptions) -> ! {
         fifo,
         console,
         seccomp: seccomp.as_ref(),
+        listener: listener.as_ref(),
         no_pivot: opts.no_pivot,
         no_new_keyring: opts.no_new_keyring,
         preserve_fds: opts.preserve_fds,
@@ -310,17 +320,6 @@ fn create_cgroup(rt: &Runtime, id: &str, spec: &Spec) -> Result<Cgroup, Error> {
         step: "create",
         source: e,
     })
-}
-
-fn compile_seccomp(rt: &Runtime, spec: &Spec) -> Result<Option<pier_seccomp::Program>, Error> {
-    let Some(profile) = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()) else {
-        return Ok(None);
-    };
-    let cache = pier_seccomp::Cache::new(rt.root.join(spec::SECCOMP_CACHE));
-    cache
-        .get_or_compile(profile)
-        .map(Some)
-        .map_err(Error::Seccomp)
 }
 
 /// Makes `exec.fifo` and opens it read-write (an open that does not block): the init inherits it
