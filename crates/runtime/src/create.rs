@@ -17,6 +17,7 @@
 use crate::container::{CreateOptions, Error, Runtime, State};
 use crate::hooks::{self, Phase};
 use crate::init::{self, Init};
+use crate::listener::Listener;
 use crate::namespaces::{self, PidForChildren, Plan};
 use crate::process::console;
 use crate::spec::{self, Bundle};
@@ -76,6 +77,26 @@ pub fn kill_and_reap(pidfd: &OwnedFd) {
     }
 }
 
+/// What `create` made before the fork, in the order it made it.
+#[derive(Debug)]
+struct Staged {
+    bundle: Bundle,
+    plan: Plan,
+    dir: Dir,
+    undo: Undo,
+    record: Record,
+    cgroup: Cgroup,
+    cgroup_fd: Option<OwnedFd>,
+    self_join: pier_cgroups::SelfJoin,
+    seccomp: Option<pier_seccomp::Program>,
+    listener: Option<Listener>,
+    console: Option<OwnedFd>,
+    fifo: OwnedFd,
+    parent_sync: sync::Sync,
+    child_sync: sync::Sync,
+    wait_go: bool,
+}
+
 /// `create` (and the first half of `run`, which passes `foreground`).
 pub fn create(
     rt: &Runtime,
@@ -83,6 +104,32 @@ pub fn create(
     opts: &CreateOptions,
     foreground: bool,
 ) -> Result<Created, Error> {
+    let staged = stage(rt, id, opts, foreground)?;
+    let pid_ns = match &staged.plan.pid_join {
+        Some(join) => Some(PidForChildren::enter(&join.file, &join.path)?),
+        None => None,
+    };
+    let cgroup_fd = staged.cgroup_fd.as_ref().map(|fd| fd.as_fd());
+    let forked = pier_sys::clone::fork(staged.plan.clone_flags, cgroup_fd);
+    let (pid, pidfd, in_cgroup) = match forked.map_err(Error::Clone)? {
+        Forked::Child => {
+            // The child stays in the joined pid namespace: no way back, and no need.
+            std::mem::forget(pid_ns);
+            run_init(staged, opts)
+        }
+        Forked::Parent {
+            pid,
+            pidfd,
+            in_cgroup,
+        } => (pid, pidfd, in_cgroup),
+    };
+    drop(pid_ns);
+    finish(staged, opts, pid, pidfd, in_cgroup)
+}
+
+/// Everything before the fork: config, state directory, cgroup (recorded at once), seccomp
+/// program, console socket, exec fifo, sync socket.
+fn stage(rt: &Runtime, id: &str, opts: &CreateOptions, foreground: bool) -> Result<Staged, Error> {
     state::validate_id(id)?;
     let bundle = spec::load(&opts.bundle)?;
     check_terminal(&bundle.spec, opts, foreground)?;
@@ -99,88 +146,124 @@ pub fn create(
     undo.cgroup = Some(cgroup.clone());
     record.cgroup = Some(cgroup.clone());
     dir.save(&record)?;
-    let seccomp = compile_seccomp(rt, &bundle.spec)?;
-    let console = opts
-        .console_socket
-        .as_deref()
-        .map(console::connect)
-        .transpose()
-        .map_err(Error::Console)?;
+    let cgroup_error = |step| move |e| Error::Cgroup { step, source: e };
+    let self_join = cgroup
+        .self_join()
+        .map_err(cgroup_error("open tasks files"))?;
+    let seccomp = spec::seccomp_program(&rt.root, &bundle.spec)?;
+    let listener = match (&seccomp, spec::seccomp_profile(&bundle.spec)) {
+        (Some(program), Some(profile)) if program.needs_listener() => Listener::open(profile)?,
+        _ => None,
+    };
+    let console = match &opts.console_socket {
+        Some(path) => Some(console::connect(path).map_err(Error::Console)?),
+        None => None,
+    };
     let fifo = make_fifo(&dir)?;
     let (parent_sync, child_sync) =
         sync::pair().map_err(|e| Error::io("create sync socket", &dir.path, e))?;
-    let wait_go = plan.init_waits() || has_hooks_before_start(&bundle.spec);
-    let cgroup_fd = cgroup.clone_into_fd();
-    let self_join = cgroup.self_join().map_err(|e| Error::Cgroup {
-        step: "open tasks files",
-        source: e,
-    })?;
-    let pid_ns = plan
-        .pid_join
-        .as_ref()
-        .map(|j| PidForChildren::enter(&j.file, &j.path))
-        .transpose()?;
-    let forked = pier_sys::clone::fork(plan.clone_flags, cgroup_fd.as_ref().map(|fd| fd.as_fd()));
-    let (pid, pidfd, in_cgroup) = match forked.map_err(Error::Clone)? {
-        Forked::Child => {
-            // The child stays in the joined pid namespace: no way back, and no need.
-            std::mem::forget(pid_ns);
-            dir.close_in_child();
-            drop(parent_sync);
-            std::mem::forget(undo);
-            init::run(Init {
-                spec: &bundle.spec,
-                rootfs: &bundle.rootfs,
-                plan: &plan,
-                cgroup: &self_join,
-                sync: child_sync,
-                fifo,
-                console,
-                seccomp: seccomp.as_ref(),
-                no_pivot: opts.no_pivot,
-                no_new_keyring: opts.no_new_keyring,
-                preserve_fds: opts.preserve_fds,
-                listen_fds: listen_fds(),
-                wait_go,
-                state_json: record.state_json(Status::Creating),
-            })
-        }
-        Forked::Parent {
-            pid,
-            pidfd,
-            in_cgroup,
-        } => (pid, pidfd, in_cgroup),
-    };
-    drop(pid_ns);
-    drop((child_sync, fifo, console));
-    undo.init = Some(pidfd);
+    Ok(Staged {
+        // The seccomp agent gets the state with the init's pid, which only `Go` carries.
+        wait_go: plan.init_waits() || has_hooks_before_start(&bundle.spec) || listener.is_some(),
+        cgroup_fd: cgroup.clone_into_fd(),
+        bundle,
+        plan,
+        dir,
+        undo,
+        record,
+        cgroup,
+        self_join,
+        seccomp,
+        listener,
+        console,
+        fifo,
+        parent_sync,
+        child_sync,
+    })
+}
+
+/// In the forked child: drops what belongs to the parent (its lock fd, its sync end, the undo
+/// guard, which must never run here) and becomes the init.
+fn run_init(staged: Staged, opts: &CreateOptions) -> ! {
+    let Staged {
+        bundle,
+        plan,
+        dir,
+        undo,
+        record,
+        self_join,
+        seccomp,
+        listener,
+        console,
+        fifo,
+        parent_sync,
+        child_sync,
+        wait_go,
+        ..
+    } = staged;
+    std::mem::forget(undo);
+    dir.close_in_child();
+    drop(parent_sync);
+    init::run(Init {
+        spec: &bundle.spec,
+        rootfs: &bundle.rootfs,
+        plan: &plan,
+        cgroup: &self_join,
+        sync: child_sync,
+        fifo,
+        console,
+        seccomp: seccomp.as_ref(),
+        listener: listener.as_ref(),
+        no_pivot: opts.no_pivot,
+        no_new_keyring: opts.no_new_keyring,
+        preserve_fds: opts.preserve_fds,
+        listen_fds: listen_fds(),
+        wait_go,
+        state_json: record.state_json(Status::Creating),
+    })
+}
+
+/// In the parent after the fork: id maps, v2 cgroup fallback, runtime hooks and `Go`, then the
+/// init's answer, the final state and the pid file.
+fn finish(
+    mut staged: Staged,
+    opts: &CreateOptions,
+    pid: i32,
+    pidfd: OwnedFd,
+    in_cgroup: bool,
+) -> Result<Created, Error> {
+    drop(staged.child_sync);
+    drop(staged.fifo);
+    drop(staged.console.take());
+    staged.undo.init = Some(pidfd);
+    let (spec, record) = (&staged.bundle.spec, &mut staged.record);
     record.state.pid = pid;
-    if plan.new_user {
-        namespaces::write_id_maps(pid, &bundle.spec)?;
+    if staged.plan.new_user {
+        namespaces::write_id_maps(pid, spec)?;
     }
-    if cgroup_fd.is_some() && !in_cgroup {
-        cgroup.add_process(pid, false).map_err(|e| Error::Cgroup {
+    if staged.cgroup_fd.is_some() && !in_cgroup {
+        let add = staged.cgroup.add_process(pid, false);
+        add.map_err(|e| Error::Cgroup {
             step: "add the init",
             source: e,
         })?;
     }
-    if wait_go {
+    if staged.wait_go {
         let state_json = record.state_json(Status::Creating);
-        run_runtime_hooks(&bundle.spec, &state_json)?;
-        parent_sync
-            .send(&Msg::Go(state_json))
-            .map_err(|e| Error::io("send go to init", &dir.path, e))?;
+        run_runtime_hooks(spec, &state_json)?;
+        let sent = staged.parent_sync.send(&Msg::Go(state_json));
+        sent.map_err(|e| Error::io("send go to init", &staged.dir.path, e))?;
     }
-    await_created(&parent_sync, &dir)?;
+    await_created(&staged.parent_sync, &staged.dir)?;
     record.init_start_time = state::proc_stat(pid).map(|s| s.start_time).unwrap_or(0);
     record.state.status = Status::Created.as_str().into();
-    dir.save(&record)?;
+    staged.dir.save(record)?;
     if let Some(path) = &opts.pid_file {
         state::write_atomic(path, pid.to_string().as_bytes())
             .map_err(|e| Error::io("write pid file", path, e))?;
     }
-    undo.armed = false;
-    let pidfd = undo.init.take().expect("init pidfd recorded above");
+    staged.undo.armed = false;
+    let pidfd = staged.undo.init.take().expect("init pidfd recorded above");
     Ok(Created { pidfd })
 }
 
@@ -237,17 +320,6 @@ fn create_cgroup(rt: &Runtime, id: &str, spec: &Spec) -> Result<Cgroup, Error> {
         step: "create",
         source: e,
     })
-}
-
-fn compile_seccomp(rt: &Runtime, spec: &Spec) -> Result<Option<pier_seccomp::Program>, Error> {
-    let Some(profile) = spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()) else {
-        return Ok(None);
-    };
-    let cache = pier_seccomp::Cache::new(rt.root.join(spec::SECCOMP_CACHE));
-    cache
-        .get_or_compile(profile)
-        .map(Some)
-        .map_err(Error::Seccomp)
 }
 
 /// Makes `exec.fifo` and opens it read-write (an open that does not block): the init inherits it

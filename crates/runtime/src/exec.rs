@@ -10,6 +10,7 @@
 //! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
 use crate::container::{Error, ExecOptions, Runtime};
 use crate::init::{self, ExecChild};
+use crate::listener::Listener;
 use crate::namespaces::PidForChildren;
 use crate::process::console;
 use crate::spec;
@@ -32,15 +33,20 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
         Status::Paused => return Err(Error::Usage("cannot exec in a paused container")),
         _ => {}
     }
+    let terminal = opts.process.terminal().unwrap_or(false);
+    if terminal && opts.detach && opts.console_socket.is_none() {
+        return Err(Error::Usage(
+            "cannot allocate tty if runc will detach without setting console socket",
+        ));
+    }
     let init = crate::container::open_init(&record)?;
     let spec = spec::load(&record.state.bundle)?.spec;
-    let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().as_ref()) {
-        Some(profile) => {
-            let cache = pier_seccomp::Cache::new(rt.root.join(spec::SECCOMP_CACHE));
-            Some(cache.get_or_compile(profile).map_err(Error::Seccomp)?)
-        }
-        None => None,
+    let seccomp = spec::seccomp_program(&rt.root, &spec)?;
+    let listener = match (&seccomp, spec::seccomp_profile(&spec)) {
+        (Some(program), Some(profile)) if program.needs_listener() => Listener::open(profile)?,
+        _ => None,
     };
+    let state_json = record.state_json(Status::Running);
     let console = opts
         .console_socket
         .as_deref()
@@ -76,6 +82,8 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
                 sync: child_sync,
                 console,
                 seccomp: seccomp.as_ref(),
+                listener: listener.as_ref(),
+                state_json: &state_json,
                 personality: spec.linux().as_ref().and_then(|l| l.personality().as_ref()),
                 preserve_fds: opts.preserve_fds,
             })

@@ -13,6 +13,7 @@
 //!
 //! Privileges: those of the runtime (root). Tests: crates/runtime/tests/priv_lifecycle.rs.
 use crate::hooks::{self, Phase};
+use crate::listener::Listener;
 use crate::namespaces::{self, Plan};
 use crate::process::{self, console, Exec};
 use crate::rootfs;
@@ -41,6 +42,8 @@ pub struct Init<'a> {
     pub console: Option<OwnedFd>,
     /// Compiled seccomp filter.
     pub seccomp: Option<&'a pier_seccomp::Program>,
+    /// The seccomp agent's socket, for a NOTIFY profile.
+    pub listener: Option<&'a Listener>,
     /// `--no-pivot`.
     pub no_pivot: bool,
     /// `--no-new-keyring`.
@@ -100,6 +103,7 @@ fn prepare(init: &Init) -> Result<Vec<u8>, String> {
             _ => std::process::exit(1),
         }
     }
+    namespaces::become_root(init.plan)?;
     namespaces::enter(init.plan, init.spec)?;
     namespaces::unshare_cgroup(init.plan)?;
     set_names(init.spec, init.plan)?;
@@ -122,7 +126,8 @@ fn prepare(init: &Init) -> Result<Vec<u8>, String> {
         let socket = socket
             .try_clone()
             .map_err(|e| format!("dup console socket: {e}"))?;
-        console::setup_in_container(socket).map_err(|e| e.to_string())?;
+        let size = init.spec.process().as_ref().and_then(|p| p.console_size());
+        console::setup_in_container_sized(socket, size.as_ref()).map_err(|e| e.to_string())?;
     }
     rootfs::finalize(init.spec).map_err(|e| e.to_string())?;
     if let Some(process) = init.spec.process() {
@@ -157,7 +162,7 @@ fn start(init: &Init, state_json: &[u8]) -> String {
     let Some(process) = init.spec.process().as_ref() else {
         return "config.json: process: missing".into();
     };
-    exec_process(&Exec {
+    let exec = Exec {
         process,
         personality: init
             .spec
@@ -168,12 +173,16 @@ fn start(init: &Init, state_json: &[u8]) -> String {
         preserve_fds: init.preserve_fds,
         listen_fds: init.listen_fds,
         no_new_keyring: init.no_new_keyring,
-    })
+    };
+    exec_process(&exec, init.listener, state_json)
 }
 
-fn exec_process(exec: &Exec) -> String {
-    let mut on_listener =
-        |_fd: OwnedFd| Err("seccomp notify (SCMP_ACT_NOTIFY) is not supported yet".to_string());
+/// `process::exec`, handing a seccomp NOTIFY listener to the agent; returns the failure.
+fn exec_process(exec: &Exec, listener: Option<&Listener>, state_json: &[u8]) -> String {
+    let mut on_listener = |fd: OwnedFd| match listener {
+        Some(listener) => listener.send(fd, state_json),
+        None => Err("SCMP_ACT_NOTIFY needs linux.seccomp.listenerPath".to_string()),
+    };
     process::exec(exec, &mut on_listener).to_string()
 }
 
@@ -238,6 +247,10 @@ pub struct ExecChild<'a> {
     pub console: Option<OwnedFd>,
     /// The container's seccomp filter.
     pub seccomp: Option<&'a pier_seccomp::Program>,
+    /// The seccomp agent's socket, for a NOTIFY profile.
+    pub listener: Option<&'a Listener>,
+    /// The container's OCI state JSON (for the seccomp agent).
+    pub state_json: &'a [u8],
     /// The container's `linux.personality`.
     pub personality: Option<&'a oci_spec::runtime::LinuxPersonality>,
     /// `--preserve-fds`.
@@ -261,20 +274,21 @@ fn enter_and_exec(child: &ExecChild) -> String {
         }
     }
     if let Some(socket) = &child.console {
-        let setup = socket
-            .try_clone()
-            .map_err(|e| e.to_string())
-            .and_then(|s| console::setup_in_container(s).map_err(|e| e.to_string()));
+        let setup = socket.try_clone().map_err(|e| e.to_string()).and_then(|s| {
+            console::setup_in_container_sized(s, child.process.console_size().as_ref())
+                .map_err(|e| e.to_string())
+        });
         if let Err(e) = setup {
             return e;
         }
     }
-    exec_process(&Exec {
+    let exec = Exec {
         process: child.process,
         personality: child.personality,
         seccomp: child.seccomp,
         preserve_fds: child.preserve_fds,
         listen_fds: 0,
         no_new_keyring: true,
-    })
+    };
+    exec_process(&exec, child.listener, child.state_json)
 }

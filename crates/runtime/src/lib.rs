@@ -6,12 +6,13 @@
 //!   seccomp, console, preserved fds, exec) and OCI hooks
 //! - `container` and the rest (core): lifecycle (`container`, `create`, `exec`, `wait`), the
 //!   state directory (`state`), config parsing (`spec`), namespaces, the forked side (`init`)
-//!   and the parent/child socket (`sync`)
+//!   the parent/child socket (`sync`) and the seccomp agent's socket (`listener`)
 pub mod container;
 mod create;
 mod exec;
 pub mod hooks;
 mod init;
+mod listener;
 mod namespaces;
 pub mod process;
 pub mod rootfs;

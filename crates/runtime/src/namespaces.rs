@@ -144,6 +144,23 @@ pub fn enter(plan: &Plan, spec: &Spec) -> Result<(), String> {
     Ok(())
 }
 
+/// In the init of a new user namespace, once the parent wrote the maps: become the namespace's
+/// root (until then the init runs as the overflow id and cannot create files).
+pub fn become_root(plan: &Plan) -> Result<(), String> {
+    if !plan.new_user {
+        return Ok(());
+    }
+    let root_gid = nix::unistd::Gid::from_raw(0);
+    let root_uid = nix::unistd::Uid::from_raw(0);
+    nix::unistd::setresgid(root_gid, root_gid, root_gid)
+        .map_err(|e| format!("setresgid 0 in the user namespace: {e}"))?;
+    nix::unistd::setresuid(root_uid, root_uid, root_uid)
+        .map_err(|e| format!("setresuid 0 in the user namespace: {e}"))?;
+    // The id change made the process non-dumpable, which gives its /proc files to the host's
+    // root, out of reach in this namespace (timens_offsets, for one); exec resets it anyway.
+    nix::sys::prctl::set_dumpable(true).map_err(|e| format!("set dumpable: {e}"))
+}
+
 /// In the init, once it is in all its cgroups: a new cgroup namespace rooted there.
 pub fn unshare_cgroup(plan: &Plan) -> Result<(), String> {
     if plan.new_cgroup {

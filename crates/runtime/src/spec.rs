@@ -8,7 +8,7 @@
 //!
 //! Privileges: none. Tests: unit tests below.
 use crate::container::Error;
-use oci_spec::runtime::{Capability, LinuxNamespaceType, Spec};
+use oci_spec::runtime::{Capability, LinuxNamespaceType, LinuxSeccomp, Spec};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -72,6 +72,24 @@ pub fn parse(bytes: &[u8]) -> Result<Spec, String> {
         linux.set_seccomp(Some(profile));
     }
     Ok(spec)
+}
+
+/// The spec's `linux.seccomp`.
+pub fn seccomp_profile(spec: &Spec) -> Option<&LinuxSeccomp> {
+    spec.linux().as_ref().and_then(|l| l.seccomp().as_ref())
+}
+
+/// The compiled filter of the spec's profile, from the cache under `root` (compiled and stored
+/// on a miss).
+pub fn seccomp_program(root: &Path, spec: &Spec) -> Result<Option<pier_seccomp::Program>, Error> {
+    let Some(profile) = seccomp_profile(spec) else {
+        return Ok(None);
+    };
+    let cache = pier_seccomp::Cache::new(root.join(SECCOMP_CACHE));
+    cache
+        .get_or_compile(profile)
+        .map(Some)
+        .map_err(Error::Seccomp)
 }
 
 fn check_version(value: &Value) -> Result<(), String> {

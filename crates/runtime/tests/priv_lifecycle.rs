@@ -363,6 +363,94 @@ fn missing_program_fails_create() {
 }
 
 #[test]
+fn user_cgroup_and_time_namespaces() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-userns";
+    let check = "read up _ < /proc/uptime; [ ${up%%.*} -ge 86400 ] && [ $(id -u) = 0 ] \
+        && grep -q ' 100000 ' /proc/self/uid_map && grep -q ':/$' /proc/self/cgroup && exit 9";
+    let f = Fixture::new(id, &["sh", "-c", check]);
+    // The init runs as host uid 100000: the bundle must be searchable for it.
+    std::fs::set_permissions(
+        f.bundle.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    f.write_config(id, &["sh", "-c", check], |spec| {
+        let namespaces = spec["linux"]["namespaces"].as_array_mut().unwrap();
+        namespaces.extend([
+            json!({"type": "user"}),
+            json!({"type": "cgroup"}),
+            json!({"type": "time"}),
+        ]);
+        let map = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+        spec["linux"]["uidMappings"] = map.clone();
+        spec["linux"]["gidMappings"] = map;
+        spec["linux"]["timeOffsets"] = json!({"boottime": {"secs": 86400, "nanosecs": 0}});
+        spec["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|m| m["destination"] != "/sys/fs/cgroup");
+    });
+    assert_eq!(f.rt.run(id, &f.opts(), false).unwrap(), 9);
+    assert!(f.root_entries().is_empty());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+#[test]
+fn seccomp_notify_listener_gets_the_fd() {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !root_or_skip() {
+        return;
+    }
+    let id = "pier-test-notify";
+    let f = Fixture::new(id, &["true"]);
+    let socket = f._root.path().join("agent.sock");
+    let agent = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    f.write_config(id, &["true"], |spec| {
+        spec["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "listenerPath": socket,
+            "listenerMetadata": "pier-test-metadata",
+            "syscalls": [{"names": ["swapon"], "action": "SCMP_ACT_NOTIFY"}]
+        });
+    });
+    assert_eq!(f.rt.run(id, &f.opts(), false).unwrap(), 0);
+    let (conn, _) = agent.accept().unwrap();
+    let mut buf = vec![0u8; 65536];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        conn.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    let fds: Vec<_> = msg
+        .cmsgs()
+        .unwrap()
+        .filter_map(|c| match c {
+            ControlMessageOwned::ScmRights(fds) => Some(fds),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let len = msg.bytes;
+    assert_eq!(fds.len(), 1, "one listener fd");
+    nix::unistd::close(fds[0]).unwrap();
+    let state: Value = serde_json::from_slice(&buf[..len]).unwrap();
+    assert_eq!(state["fds"], json!(["seccompFd"]));
+    assert_eq!(state["metadata"], "pier-test-metadata");
+    assert_eq!(state["state"]["id"], id);
+    assert!(state["pid"].as_i64().unwrap() > 0, "{state}");
+}
+
+#[test]
 fn bad_bundle_is_named() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !root_or_skip() {
