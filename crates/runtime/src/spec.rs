@@ -8,7 +8,9 @@
 //!
 //! Privileges: none. Tests: unit tests below.
 use crate::container::Error;
-use oci_spec::runtime::{Capability, LinuxNamespaceType, LinuxSeccomp, Spec};
+use oci_spec::runtime::{
+    Capability, LinuxDeviceCgroup, LinuxNamespaceType, LinuxResources, LinuxSeccomp, Spec,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -90,6 +92,47 @@ pub fn seccomp_program(root: &Path, spec: &Spec) -> Result<Option<pier_seccomp::
         .get_or_compile(profile)
         .map(Some)
         .map_err(Error::Seccomp)
+}
+
+/// Devices every container may use whatever the spec's rules say (runc's `AllowedDevices`):
+/// mknod of any node, null, zero, full, random, urandom, tty, console, ptmx, the pts, tun/tap.
+const ALLOWED_DEVICES: [(char, i64, i64, &str); 12] = [
+    ('c', -1, -1, "m"),
+    ('b', -1, -1, "m"),
+    ('c', 1, 3, "rwm"),
+    ('c', 1, 5, "rwm"),
+    ('c', 1, 7, "rwm"),
+    ('c', 1, 8, "rwm"),
+    ('c', 1, 9, "rwm"),
+    ('c', 5, 0, "rwm"),
+    ('c', 5, 1, "rwm"),
+    ('c', 5, 2, "rwm"),
+    ('c', 136, -1, "rwm"),
+    ('c', 10, 200, "rwm"),
+];
+
+/// `linux.resources` as the cgroup gets it: the spec's device rules, then an allow rule for each
+/// `linux.devices` entry and the default allowed devices, like runc (Docker relies on it).
+pub fn cgroup_resources(spec: &Spec) -> Option<LinuxResources> {
+    let linux = spec.linux().as_ref()?;
+    let mut resources = linux.resources().clone()?;
+    let mut rules = resources.devices().clone().unwrap_or_default();
+    if rules.is_empty() {
+        return Some(resources);
+    }
+    rules.extend(linux.devices().iter().flatten().map(|d| {
+        let mut rule = LinuxDeviceCgroup::from(d);
+        rule.set_allow(true);
+        rule.set_access(Some("rwm".into()));
+        rule
+    }));
+    for (typ, major, minor, access) in ALLOWED_DEVICES {
+        let rule = json!({"allow": true, "type": typ.to_string(), "access": access,
+            "major": (major >= 0).then_some(major), "minor": (minor >= 0).then_some(minor)});
+        rules.push(serde_json::from_value(rule).expect("built-in device rule is valid"));
+    }
+    resources.set_devices(Some(rules));
+    Some(resources)
 }
 
 fn check_version(value: &Value) -> Result<(), String> {
@@ -352,6 +395,19 @@ mod tests {
                 .len(),
             5
         );
+    }
+
+    #[test]
+    fn default_devices_follow_the_spec_rules() {
+        let spec = default_spec();
+        let rules = cgroup_resources(&spec).unwrap().devices().clone().unwrap();
+        assert!(!rules[0].allow(), "the spec's deny-all comes first");
+        let null = rules
+            .iter()
+            .find(|r| r.major() == Some(1) && r.minor() == Some(3))
+            .unwrap();
+        assert!(null.allow());
+        assert_eq!(rules.len(), 1 + ALLOWED_DEVICES.len());
     }
 
     #[test]
