@@ -498,3 +498,41 @@ fn libseccomp_breaks_rules_next_to_pseudo_syscalls() {
         "libseccomp fixed this"
     );
 }
+
+/// Enough conditional rules that the dispatch jumps past 255 instructions: trampolines.
+#[test]
+fn far_jumps_match_libseccomp() {
+    let names = [
+        "read", "write", "open", "close", "stat", "fstat", "lstat", "poll", "lseek", "mmap",
+    ];
+    let mut rules: Vec<serde_json::Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| serde_json::json!({"names": [n], "action": "SCMP_ACT_ERRNO", "errnoRet": i + 1,
+            "args": [{"index": i % 6, "value": i * 7, "op": "SCMP_CMP_EQ"}, {"index": i % 6, "value": 1u64 << 40, "op": "SCMP_CMP_GT"}]}))
+        .collect();
+    let mut known: Vec<&str> = pier_seccomp::known_syscalls()
+        .filter(|n| syscall_number(n, Arch::X86_64).is_some_and(|nr| nr > 10 && nr < 300))
+        .collect();
+    known.sort_unstable();
+    for (i, n) in known.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+        rules.push(serde_json::json!({"names": [n], "action": "SCMP_ACT_TRACE", "errnoRet": i,
+            "args": [{"index": 1, "value": 0xffff_0000_0000u64 + i as u64, "valueTwo": i as u64, "op": "SCMP_CMP_MASKED_EQ"}]}));
+    }
+    let json = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64"], "syscalls": rules});
+    let p = pier_seccomp::from_json(&json).unwrap();
+    let program = compile(&p).unwrap();
+    assert!(
+        program.instructions().len() > 600,
+        "{}",
+        program.instructions().len()
+    );
+    assert!(
+        program
+            .instructions()
+            .iter()
+            .any(|i| i.code == pier_seccomp::bpf::JMP_JA && i.k > 255),
+        "no far jump"
+    );
+    compare(&p);
+}

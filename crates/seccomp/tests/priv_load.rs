@@ -54,6 +54,11 @@ fn docker_default_profile_loads_and_denies() {
 }
 
 #[test]
+fn kernel_accepts_programs_with_far_jumps() {
+    expect_success("far");
+}
+
+#[test]
 fn notify_delivers_to_the_listener() {
     let dir = temp_dir();
     let sock = dir.path().join("agent.sock");
@@ -102,6 +107,7 @@ fn child_entry() {
         "errno" => child_errno(&dir),
         "docker" => child_docker(),
         "notify" => child_notify(&dir),
+        "far" => child_far(),
         other => Err(format!("unknown case {other}")),
     };
     if let Err(e) = &result {
@@ -180,4 +186,42 @@ fn child_notify(dir: &Path) -> Result<(), String> {
             "notified mkdir: expected EXDEV from the agent, got {other:?}"
         )),
     }
+}
+
+/// A profile big enough for trampolines (one conditional rule per known x86_64 syscall but
+/// the few the child needs); the kernel must accept it and `getcwd` still works.
+fn child_far() -> Result<(), String> {
+    let keep = [
+        "getcwd",
+        "exit_group",
+        "exit",
+        "write",
+        "sigaltstack",
+        "munmap",
+        "rt_sigprocmask",
+        "futex",
+    ];
+    let rules: Vec<serde_json::Value> = pier_seccomp::known_syscalls()
+        .filter(|n| !keep.contains(n))
+        .enumerate()
+        .map(|(i, n)| {
+            serde_json::json!({"names": [n], "action": "SCMP_ACT_ERRNO", "errnoRet": i % 4000 + 1,
+            "args": [{"index": i % 6, "value": u64::MAX - i as u64, "op": "SCMP_CMP_EQ"}]})
+        })
+        .collect();
+    let program = compile(
+        &from_json(&serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}))
+            .map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let far = program
+        .instructions()
+        .iter()
+        .any(|i| i.code == pier_seccomp::bpf::JMP_JA && i.k > 255);
+    if !far {
+        return Err("profile produced no far jump".into());
+    }
+    program.install().map_err(|e| e.to_string())?;
+    std::env::current_dir().map_err(|e| format!("getcwd denied: {e}"))?;
+    Ok(())
 }
