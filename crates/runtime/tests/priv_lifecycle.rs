@@ -298,6 +298,10 @@ fn exec_in_running_container() {
         preserve_fds: 0,
     };
     assert_eq!(f.rt.exec(id, &opts).unwrap(), 5);
+    let mut missing = opts.clone();
+    missing.process.set_args(Some(vec!["pier-test-nonexistent".into()]));
+    let err = f.rt.exec(id, &missing).unwrap_err().to_string();
+    assert!(err.contains("executable file not found"), "{err}");
     let pids = f.rt.ps(id).unwrap();
     assert_eq!(pids.len(), 1, "only the init remains: {pids:?}");
     f.rt.delete(id, true).unwrap();
