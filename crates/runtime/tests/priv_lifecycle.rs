@@ -299,7 +299,9 @@ fn exec_in_running_container() {
     };
     assert_eq!(f.rt.exec(id, &opts).unwrap(), 5);
     let mut missing = opts.clone();
-    missing.process.set_args(Some(vec!["pier-test-nonexistent".into()]));
+    missing
+        .process
+        .set_args(Some(vec!["pier-test-nonexistent".into()]));
     let err = f.rt.exec(id, &missing).unwrap_err().to_string();
     assert!(err.contains("executable file not found"), "{err}");
     let pids = f.rt.ps(id).unwrap();
