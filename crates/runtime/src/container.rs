@@ -3,10 +3,13 @@
 //! Theory of operation: each verb is a short sequence over the state directory (`state.rs`), the
 //! container's cgroup (pier-cgroups) and pidfds of its processes. `create` lives in `create.rs`
 //! (with the init's side in `init.rs`), `exec` in `exec.rs`, foreground waiting in `wait.rs`.
-//! Mutating verbs lock the container's directory; status is always derived live. Signals go
+//! Config parsing and the `spec`/`features` documents are in `spec.rs`. Mutating verbs lock the
+//! container's directory; status is always derived live (so `start` writes no state). Signals go
 //! through a pidfd opened from the recorded pid and checked against the recorded start time, so
-//! a recycled pid is never signalled. `delete` keeps going past failures and reports them all.
-//! Error texts follow runc's where callers (containerd, Docker, Podman) match on them.
+//! a recycled pid is never signalled. `delete` SIGKILLs whatever is left (the init, any process
+//! still in the cgroup) and waits on pidfds, never by sleeping, then keeps going past teardown
+//! failures and reports them all. Error texts follow runc's where callers (containerd, Docker,
+//! Podman) match on them.
 //!
 //! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
 use crate::hooks::{self, HookError, Phase};
