@@ -230,19 +230,7 @@ fn delete_kills_processes_left_in_the_cgroup() {
     f.rt.create(id, &f.opts()).unwrap();
     f.rt.start(id).unwrap();
     let init = f.rt.state(id).unwrap().pid;
-    let mut process = pier_runtime::default_spec().process().clone().unwrap();
-    process.set_terminal(Some(false));
-    process.set_capabilities(None);
-    process.set_args(Some(vec!["sleep".into(), "1000".into()]));
-    process.set_env(Some(vec!["PATH=/bin".into()]));
-    let opts = ExecOptions {
-        process,
-        detach: true,
-        pid_file: None,
-        console_socket: None,
-        preserve_fds: 0,
-    };
-    assert_eq!(f.rt.exec(id, &opts).unwrap(), 0);
+    assert_eq!(f.rt.exec(id, &sleeper(true)).unwrap(), 0);
     assert_eq!(f.rt.ps(id).unwrap().len(), 2, "{:?}", f.rt.ps(id));
     f.rt.kill(id, libc::SIGKILL, false).unwrap();
     wait_init(init);
@@ -251,6 +239,97 @@ fn delete_kills_processes_left_in_the_cgroup() {
     f.rt.delete(id, false).unwrap();
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
     assert!(f.root_entries().is_empty());
+}
+
+fn pause_resume_update() {
+    let id = "pier-test-pause";
+    let f = Fixture::new(id, &["sleep", "1000"]);
+    f.rt.create(id, &f.opts()).unwrap();
+    assert_eq!(
+        f.rt.pause(id).unwrap_err().to_string(),
+        "container not running"
+    );
+    f.rt.start(id).unwrap();
+    f.rt.pause(id).unwrap();
+    assert_eq!(status(&f.rt, id), "paused");
+    let exec = f.rt.exec(id, &sleeper(true)).unwrap_err().to_string();
+    assert_eq!(exec, "cannot exec in a paused container");
+    f.rt.resume(id).unwrap();
+    assert_eq!(status(&f.rt, id), "running");
+    assert_eq!(
+        f.rt.resume(id).unwrap_err().to_string(),
+        "container not paused"
+    );
+    let resources = serde_json::from_value(json!({"pids": {"limit": 42}})).unwrap();
+    f.rt.update(id, &resources).unwrap();
+    f.rt.pause(id).unwrap();
+    f.rt.delete(id, true).unwrap();
+    assert!(reap_all());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+fn console_socket_gets_the_pty_master() {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let id = "pier-test-console";
+    let f = Fixture::new(id, &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && exit 4"]);
+    f.write_config(
+        id,
+        &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && exit 4"],
+        |spec| {
+            spec["process"]["terminal"] = json!(true);
+        },
+    );
+    let socket = f._root.path().join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let opts = CreateOptions {
+        console_socket: Some(socket),
+        ..f.opts()
+    };
+    f.rt.create(id, &opts).unwrap();
+    let (conn, _) = listener.accept().unwrap();
+    let mut buf = [0u8; 64];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        conn.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    let master = msg.cmsgs().unwrap().find_map(|c| match c {
+        ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+        _ => None,
+    });
+    let master = master.expect("the pty master came over the socket");
+    let pid = f.rt.state(id).unwrap().pid;
+    f.rt.start(id).unwrap();
+    let fd = pier_sys::pidfd::open(pid).unwrap();
+    let status = waitid(Id::PIDFd(fd.as_fd()), WaitPidFlag::WEXITED).unwrap();
+    assert_eq!(
+        status,
+        WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 4),
+        "stdio is the pty"
+    );
+    nix::unistd::close(master).unwrap();
+    f.rt.delete(id, false).unwrap();
+}
+
+/// `sleep 1000` for `exec`.
+fn sleeper(detach: bool) -> ExecOptions {
+    let mut process = pier_runtime::default_spec().process().clone().unwrap();
+    process.set_terminal(Some(false));
+    process.set_capabilities(None);
+    process.set_args(Some(vec!["sleep".into(), "1000".into()]));
+    process.set_env(Some(vec!["PATH=/bin".into()]));
+    ExecOptions {
+        process,
+        detach,
+        pid_file: None,
+        console_socket: None,
+        preserve_fds: 0,
+    }
 }
 
 fn run_returns_exit_codes() {
@@ -473,6 +552,11 @@ const TESTS: &[(&str, fn())] = &[
     (
         "delete_kills_processes_left_in_the_cgroup",
         delete_kills_processes_left_in_the_cgroup,
+    ),
+    ("pause_resume_update", pause_resume_update),
+    (
+        "console_socket_gets_the_pty_master",
+        console_socket_gets_the_pty_master,
     ),
     ("run_returns_exit_codes", run_returns_exit_codes),
     ("exec_in_running_container", exec_in_running_container),
