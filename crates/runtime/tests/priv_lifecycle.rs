@@ -2,11 +2,10 @@
 //!
 //! Each test builds a bundle in a temp dir (`/bin/busybox` is busybox-static, linked as the
 //! commands the test needs) and uses a temp `--root`; the containers get `cgroupsPath`
-//! `/pier-test-<name>-<pid>` so the test can check that no cgroup is left. The inits are children of the
-//! test process, so a test can also check that no process is left. Tests run one at a time (a
-//! process forked from a multi-threaded parent should not race other threads' allocations, and
-//! "no child left" is only meaningful per test): see `main`. Needs root: skips with a reason
-//! outside CI, fails under CI=true.
+//! `/pier-test-<name>-<pid>` so the test can check that no cgroup is left. The inits are
+//! children of the test process, so a test can also check that no process is left. Tests run
+//! one at a time on the main thread (see `main`). Needs root: skips with a reason outside CI,
+//! fails under CI=true.
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use pier_cgroups::ManagerKind;
 use pier_runtime::{CreateOptions, Error, ExecOptions, Runtime};
@@ -422,7 +421,8 @@ fn failure_in_the_init_leaves_nothing() {
     let f = Fixture::new(id, &["true"]);
     f.write_config(id, &["true"], |spec| {
         let mounts = spec["mounts"].as_array_mut().unwrap();
-        mounts.push(json!({"destination": "/mnt", "type": "bind", "source": "/nonexistent/pier-test", "options": ["rbind"]}));
+        mounts.push(json!({"destination": "/mnt", "type": "bind",
+            "source": "/nonexistent/pier-test", "options": ["rbind"]}));
     });
     let err = f.rt.create(id, &f.opts()).unwrap_err();
     assert!(matches!(err, Error::Init(_)), "{err}");

@@ -13,7 +13,8 @@
 //! 5.2+) is used without the cgroup, and [`Forked::Parent::in_cgroup`] tells the caller to move
 //! the child into the cgroup itself.
 //!
-//! Privileges: `CAP_SYS_ADMIN` for most `CLONE_NEW*` flags. Tests: crates/runtime/tests/priv_lifecycle.rs.
+//! Privileges: `CAP_SYS_ADMIN` for most `CLONE_NEW*` flags.
+//! Tests: crates/runtime/tests/priv_lifecycle.rs.
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -125,7 +126,8 @@ fn finish(ret: libc::c_long, pidfd: libc::c_int, in_cgroup: bool) -> io::Result<
         0 => Ok(Forked::Child),
         pid => Ok(Forked::Parent {
             pid: pid as i32,
-            // SAFETY: on success the kernel stored a fresh pidfd (close-on-exec) that nothing else owns.
+            // SAFETY: on success the kernel stored a fresh pidfd (close-on-exec) that nothing else
+            // owns.
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
             in_cgroup,
         }),
