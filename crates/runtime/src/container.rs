@@ -3,10 +3,13 @@
 //! Theory of operation: each verb is a short sequence over the state directory (`state.rs`), the
 //! container's cgroup (pier-cgroups) and pidfds of its processes. `create` lives in `create.rs`
 //! (with the init's side in `init.rs`), `exec` in `exec.rs`, foreground waiting in `wait.rs`.
-//! Mutating verbs lock the container's directory; status is always derived live. Signals go
+//! Config parsing and the `spec`/`features` documents are in `spec.rs`. Mutating verbs lock the
+//! container's directory; status is always derived live (so `start` writes no state). Signals go
 //! through a pidfd opened from the recorded pid and checked against the recorded start time, so
-//! a recycled pid is never signalled. `delete` keeps going past failures and reports them all.
-//! Error texts follow runc's where callers (containerd, Docker, Podman) match on them.
+//! a recycled pid is never signalled. `delete` SIGKILLs whatever is left (the init, any process
+//! still in the cgroup) and waits on pidfds, never by sleeping, then keeps going past teardown
+//! failures and reports them all. Error texts follow runc's where callers (containerd, Docker,
+//! Podman) match on them.
 //!
 //! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
 use crate::hooks::{self, HookError, Phase};
@@ -301,17 +304,13 @@ impl Runtime {
             other => other?,
         };
         let status = state::live_status(&dir.path, &record);
-        match status {
-            Status::Stopped => {}
-            Status::Created | Status::Creating => stop(&record, false)?,
-            _ if force => stop(&record, status == Status::Paused)?,
-            _ => {
-                return Err(Error::NotStopped {
-                    id: id.to_owned(),
-                    status,
-                })
-            }
+        if matches!(status, Status::Running | Status::Paused) && !force {
+            let id = id.to_owned();
+            return Err(Error::NotStopped { id, status });
         }
+        // Also for a stopped container: processes left in its cgroup (no pid namespace of its
+        // own, or an init a crashed `create` never recorded) go before the cgroup does.
+        kill_all(&record, status == Status::Paused)?;
         let errors = teardown(&dir, &record);
         match errors.is_empty() {
             true => Ok(()),
@@ -470,21 +469,29 @@ fn signal_all(record: &Record, signal: i32) -> Result<(), Error> {
     Ok(())
 }
 
-/// SIGKILLs the container (every process of its cgroup, thawing a frozen one) and waits on the
-/// init's pidfd until it has exited.
-fn stop(record: &Record, frozen: bool) -> Result<(), Error> {
-    let pidfd = match open_init(record) {
-        Ok(fd) => fd,
-        Err(_) => return Ok(()),
-    };
-    let pid = record.state.pid;
-    pier_sys::pidfd::send_signal(&pidfd, libc::SIGKILL).map_err(|source| Error::Signal {
-        pid,
-        signal: 9,
-        source,
-    })?;
+/// SIGKILLs the container's init and every process of its cgroup (thawing a frozen one), then
+/// waits on their pidfds until all have exited.
+fn kill_all(record: &Record, frozen: bool) -> Result<(), Error> {
+    let mut pidfds = Vec::new();
+    if let Ok(pidfd) = open_init(record) {
+        let pid = record.state.pid;
+        let sent = pier_sys::pidfd::send_signal(&pidfd, libc::SIGKILL);
+        sent.map_err(|source| Error::Signal {
+            pid,
+            signal: libc::SIGKILL,
+            source,
+        })?;
+        pidfds.push(pidfd);
+    }
     if let Some(cgroup) = &record.cgroup {
-        let _ = signal_all(record, libc::SIGKILL);
+        for pid in cgroup.pids().unwrap_or_default() {
+            let Ok(pidfd) = pier_sys::pidfd::open(pid) else {
+                continue;
+            };
+            if pier_sys::pidfd::send_signal(&pidfd, libc::SIGKILL).is_ok() {
+                pidfds.push(pidfd);
+            }
+        }
         if frozen {
             cgroup.thaw().map_err(|e| Error::Cgroup {
                 step: "thaw",
@@ -492,7 +499,10 @@ fn stop(record: &Record, frozen: bool) -> Result<(), Error> {
             })?;
         }
     }
-    pier_sys::pidfd::wait_exited(&pidfd).map_err(Error::Wait)
+    for pidfd in &pidfds {
+        pier_sys::pidfd::wait_exited(pidfd).map_err(Error::Wait)?;
+    }
+    Ok(())
 }
 
 /// Destroys the cgroup, runs poststop hooks (failures are warnings), removes the state

@@ -315,8 +315,8 @@ fn hook_list(spec: &Spec, phase: impl Fn(&Hooks) -> &Option<Vec<Hook>>) -> Vec<H
 fn create_cgroup(rt: &Runtime, id: &str, spec: &Spec) -> Result<Cgroup, Error> {
     let linux = spec.linux().as_ref();
     let path = linux.and_then(|l| l.cgroups_path().as_deref());
-    let resources = linux.and_then(|l| l.resources().as_ref());
-    Cgroup::create(id, path, rt.cgroup_manager, resources).map_err(|e| Error::Cgroup {
+    let resources = spec::cgroup_resources(spec);
+    Cgroup::create(id, path, rt.cgroup_manager, resources.as_ref()).map_err(|e| Error::Cgroup {
         step: "create",
         source: e,
     })

@@ -59,8 +59,8 @@ pub struct Init<'a> {
 }
 
 /// Runs the container's init; never returns.
-pub fn run(init: Init) -> ! {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(&init)));
+pub fn run(mut init: Init) -> ! {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(&mut init)));
     let state_json = match result {
         Ok(Ok(state)) => state,
         Ok(Err(text)) => fail(&init.sync, text),
@@ -90,7 +90,7 @@ fn report(text: &str) {
 }
 
 /// Everything up to `Created`; returns the state JSON for the startContainer hooks.
-fn prepare(init: &Init) -> Result<Vec<u8>, String> {
+fn prepare(init: &mut Init) -> Result<Vec<u8>, String> {
     init.cgroup.join().map_err(|e| e.to_string())?;
     let mut state_json = init.state_json.clone();
     if init.wait_go {
@@ -122,10 +122,8 @@ fn prepare(init: &Init) -> Result<Vec<u8>, String> {
         no_pivot: init.no_pivot,
     };
     rootfs::setup(init.spec, init.rootfs, &opts, &mut before_pivot).map_err(|e| e.to_string())?;
-    if let Some(socket) = &init.console {
-        let socket = socket
-            .try_clone()
-            .map_err(|e| format!("dup console socket: {e}"))?;
+    // Taken, so the socket closes once the master is sent (the caller may wait for that).
+    if let Some(socket) = init.console.take() {
         let size = init.spec.process().as_ref().and_then(|p| p.console_size());
         console::setup_in_container_sized(socket, size.as_ref()).map_err(|e| e.to_string())?;
     }
@@ -258,13 +256,14 @@ pub struct ExecChild<'a> {
 }
 
 /// Runs an exec'd process: joins the container in one setns, then execs; never returns.
-pub fn exec_child(child: ExecChild) -> ! {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enter_and_exec(&child)));
+pub fn exec_child(mut child: ExecChild) -> ! {
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| enter_and_exec(&mut child)));
     let text = result.unwrap_or_else(|_| "exec process panicked".into());
     fail(&child.sync, text)
 }
 
-fn enter_and_exec(child: &ExecChild) -> String {
+fn enter_and_exec(child: &mut ExecChild) -> String {
     if let Some(Err(e)) = child.cgroup.map(|c| c.join()) {
         return e.to_string();
     }
@@ -273,13 +272,10 @@ fn enter_and_exec(child: &ExecChild) -> String {
             return format!("setns into the container ({:?}): {e}", child.ns_flags);
         }
     }
-    if let Some(socket) = &child.console {
-        let setup = socket.try_clone().map_err(|e| e.to_string()).and_then(|s| {
-            console::setup_in_container_sized(s, child.process.console_size().as_ref())
-                .map_err(|e| e.to_string())
-        });
-        if let Err(e) = setup {
-            return e;
+    if let Some(socket) = child.console.take() {
+        let size = child.process.console_size();
+        if let Err(e) = console::setup_in_container_sized(socket, size.as_ref()) {
+            return e.to_string();
         }
     }
     let exec = Exec {

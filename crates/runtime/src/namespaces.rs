@@ -150,12 +150,9 @@ pub fn become_root(plan: &Plan) -> Result<(), String> {
     if !plan.new_user {
         return Ok(());
     }
-    let root_gid = nix::unistd::Gid::from_raw(0);
-    let root_uid = nix::unistd::Uid::from_raw(0);
-    nix::unistd::setresgid(root_gid, root_gid, root_gid)
-        .map_err(|e| format!("setresgid 0 in the user namespace: {e}"))?;
-    nix::unistd::setresuid(root_uid, root_uid, root_uid)
-        .map_err(|e| format!("setresuid 0 in the user namespace: {e}"))?;
+    use pier_sys::clone::child;
+    child::setresgid(0).map_err(|e| format!("setresgid 0 in the user namespace: {e}"))?;
+    child::setresuid(0).map_err(|e| format!("setresuid 0 in the user namespace: {e}"))?;
     // The id change made the process non-dumpable, which gives its /proc files to the host's
     // root, out of reach in this namespace (timens_offsets, for one); exec resets it anyway.
     nix::sys::prctl::set_dumpable(true).map_err(|e| format!("set dumpable: {e}"))

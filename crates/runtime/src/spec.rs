@@ -2,13 +2,17 @@
 //!
 //! Theory of operation: the file is read once and parsed to a `serde_json::Value`; values that
 //! oci-spec 0.10 would reject for the whole document (an unknown capability or namespace type)
-//! are dropped with a warning (capabilities by `process::normalize_json`), `linux.seccomp` is validated by pier's own seccomp parser (which
-//! names the rule and field at fault) and taken out, then the rest is handed to oci-spec and the
-//! profile put back. Any 1.x `ociVersion` is accepted. Errors name the file and the field.
+//! are dropped with a warning (capabilities by `process::normalize_json`), `linux.seccomp` is
+//! validated by pier's own seccomp parser (which names the rule and field at fault) and taken
+//! out, then the rest is handed to oci-spec and the profile put back. Any 1.x `ociVersion` is
+//! accepted. Errors name the file and the field.
 //!
 //! Privileges: none. Tests: unit tests below.
 use crate::container::Error;
-use oci_spec::runtime::{Capability, LinuxNamespaceType, LinuxSeccomp, Spec};
+use oci_spec::runtime::{
+    Capabilities, Capability, LinuxDeviceCgroup, LinuxNamespaceType, LinuxResources, LinuxSeccomp,
+    Process, Spec,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -71,6 +75,9 @@ pub fn parse(bytes: &[u8]) -> Result<Spec, String> {
     if let (Some(profile), Some(linux)) = (seccomp, spec.linux_mut().as_mut()) {
         linux.set_seccomp(Some(profile));
     }
+    if let Some(process) = spec.process_mut().as_mut() {
+        drop_unraisable_ambient(process);
+    }
     Ok(spec)
 }
 
@@ -90,6 +97,80 @@ pub fn seccomp_program(root: &Path, spec: &Spec) -> Result<Option<pier_seccomp::
         .get_or_compile(profile)
         .map(Some)
         .map_err(Error::Seccomp)
+}
+
+/// Devices every container may use whatever the spec's rules say (runc's `AllowedDevices`):
+/// mknod of any node, null, zero, full, random, urandom, tty, console, ptmx, the pts, tun/tap.
+const ALLOWED_DEVICES: [(char, i64, i64, &str); 12] = [
+    ('c', -1, -1, "m"),
+    ('b', -1, -1, "m"),
+    ('c', 1, 3, "rwm"),
+    ('c', 1, 5, "rwm"),
+    ('c', 1, 7, "rwm"),
+    ('c', 1, 8, "rwm"),
+    ('c', 1, 9, "rwm"),
+    ('c', 5, 0, "rwm"),
+    ('c', 5, 1, "rwm"),
+    ('c', 5, 2, "rwm"),
+    ('c', 136, -1, "rwm"),
+    ('c', 10, 200, "rwm"),
+];
+
+/// `linux.resources` as the cgroup gets it: the spec's device rules, then an allow rule for each
+/// `linux.devices` entry and the default allowed devices, like runc (Docker relies on it).
+pub fn cgroup_resources(spec: &Spec) -> Option<LinuxResources> {
+    let linux = spec.linux().as_ref()?;
+    let mut resources = linux.resources().clone()?;
+    let mut rules = resources.devices().clone().unwrap_or_default();
+    if rules.is_empty() {
+        return Some(resources);
+    }
+    rules.extend(linux.devices().iter().flatten().map(|d| {
+        let mut rule = LinuxDeviceCgroup::from(d);
+        rule.set_allow(true);
+        rule.set_access(Some("rwm".into()));
+        rule
+    }));
+    for (typ, major, minor, access) in ALLOWED_DEVICES {
+        let rule = json!({"allow": true, "type": typ.to_string(), "access": access,
+            "major": (major >= 0).then_some(major), "minor": (minor >= 0).then_some(minor)});
+        rules.push(serde_json::from_value(rule).expect("built-in device rule is valid"));
+    }
+    resources.set_devices(Some(rules));
+    Some(resources)
+}
+
+/// Drops ambient capabilities the kernel would refuse to raise because they are not also
+/// permitted and inheritable, as runc silently does (its own `spec` output has such ambient
+/// capabilities; so the log is at debug level).
+pub fn drop_unraisable_ambient(process: &mut Process) {
+    let Some(caps) = process.capabilities().as_ref() else {
+        return;
+    };
+    let Some(ambient) = caps.ambient().as_ref() else {
+        return;
+    };
+    let empty = Default::default();
+    let permitted = caps.permitted().as_ref().unwrap_or(&empty);
+    let inheritable = caps.inheritable().as_ref().unwrap_or(&empty);
+    let raisable: Capabilities = ambient
+        .iter()
+        .filter(|c| {
+            let ok = permitted.contains(c) && inheritable.contains(c);
+            if !ok {
+                log::debug!(
+                    "process.capabilities.ambient: {c} not permitted and inheritable, not raised"
+                );
+            }
+            ok
+        })
+        .copied()
+        .collect();
+    if raisable.len() != ambient.len() {
+        let mut caps = caps.clone();
+        caps.set_ambient(Some(raisable));
+        process.set_capabilities(Some(caps));
+    }
 }
 
 fn check_version(value: &Value) -> Result<(), String> {
@@ -132,9 +213,14 @@ fn default_spec_json() -> Value {
             "terminal": true,
             "user": {"uid": 0, "gid": 0},
             "args": ["sh"],
-            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "TERM=xterm"],
+            "env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "TERM=xterm"
+            ],
             "cwd": "/",
-            "capabilities": {"bounding": caps, "effective": caps, "permitted": caps, "ambient": caps},
+            "capabilities": {
+                "bounding": caps, "effective": caps, "permitted": caps, "ambient": caps
+            },
             "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
             "noNewPrivileges": true
         },
@@ -143,10 +229,14 @@ fn default_spec_json() -> Value {
         "mounts": default_mounts(),
         "linux": {
             "resources": {"devices": [{"allow": false, "access": "rwm"}]},
-            "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}],
+            "namespaces": [
+                {"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"},
+                {"type": "mount"}
+            ],
             "maskedPaths": [
                 "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-                "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi"
+                "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+                "/proc/scsi"
             ],
             "readonlyPaths": [
                 "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"
@@ -164,8 +254,10 @@ fn default_mounts() -> Value {
          "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"]},
         {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
          "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue", "options": ["nosuid", "noexec", "nodev"]},
-        {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
+         "options": ["nosuid", "noexec", "nodev"]},
+        {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+         "options": ["nosuid", "noexec", "nodev", "ro"]},
         {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
          "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]}
     ])
@@ -229,16 +321,26 @@ fn cap_name(n: u32) -> Option<String> {
     NAMES.get(n as usize).map(|name| format!("CAP_{name}"))
 }
 
+const SECCOMP_FLAGS: [&str; 3] = [
+    "SECCOMP_FILTER_FLAG_TSYNC",
+    "SECCOMP_FILTER_FLAG_LOG",
+    "SECCOMP_FILTER_FLAG_SPEC_ALLOW",
+];
+
 /// The OCI features document (runtime-spec `features.md`).
 pub fn features() -> Value {
     json!({
         "ociVersionMin": "1.0.0",
         "ociVersionMax": "1.2.0",
-        "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
+        "hooks": [
+            "prestart", "createRuntime", "createContainer", "startContainer", "poststart",
+            "poststop"
+        ],
         "mountOptions": [
             "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "iversion",
             "lazytime", "loud", "mand", "noatime", "nodev", "nodiratime", "noexec", "noiversion",
-            "nolazytime", "nomand", "norelatime", "nostrictatime", "nosuid", "nosymfollow", "private",
+            "nolazytime", "nomand", "norelatime", "nostrictatime", "nosuid", "nosymfollow",
+            "private",
             "ratime", "rbind", "rdev", "rdiratime", "relatime", "remount", "rexec", "rnoatime",
             "rnodev", "rnodiratime", "rnoexec", "rnorelatime", "rnostrictatime", "rnosuid",
             "rnosymfollow", "ro", "rprivate", "rrelatime", "rro", "rrw", "rshared", "rslave",
@@ -248,20 +350,23 @@ pub fn features() -> Value {
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "time", "user", "uts"],
             "capabilities": known_capabilities(),
-            "cgroup": {"v1": true, "v2": true, "systemd": true, "systemdUser": false, "rdma": false},
+            "cgroup": {
+                "v1": true, "v2": true, "systemd": true, "systemdUser": false, "rdma": false
+            },
             "seccomp": {
                 "enabled": true,
                 "actions": [
                     "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
-                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"
+                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY", "SCMP_ACT_TRACE",
+                    "SCMP_ACT_TRAP"
                 ],
                 "operators": [
                     "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
                     "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"
                 ],
                 "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32"],
-                "knownFlags": ["SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"],
-                "supportedFlags": ["SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"]
+                "knownFlags": SECCOMP_FLAGS,
+                "supportedFlags": SECCOMP_FLAGS
             },
             "apparmor": {"enabled": Path::new("/sys/kernel/security/apparmor").exists()},
             "selinux": {"enabled": Path::new("/sys/fs/selinux/enforce").exists()}
@@ -352,6 +457,38 @@ mod tests {
                 .len(),
             5
         );
+    }
+
+    #[test]
+    fn default_devices_follow_the_spec_rules() {
+        let spec = default_spec();
+        let rules = cgroup_resources(&spec).unwrap().devices().clone().unwrap();
+        assert!(!rules[0].allow(), "the spec's deny-all comes first");
+        let null = rules
+            .iter()
+            .find(|r| r.major() == Some(1) && r.minor() == Some(3))
+            .unwrap();
+        assert!(null.allow());
+        assert_eq!(rules.len(), 1 + ALLOWED_DEVICES.len());
+    }
+
+    #[test]
+    fn ambient_needs_permitted_and_inheritable() {
+        let spec = parse(&config(json!({"process": {
+            "args": ["true"], "cwd": "/", "user": {"uid": 0, "gid": 0},
+            "capabilities": {"permitted": ["CAP_KILL", "CAP_CHOWN"], "inheritable": ["CAP_KILL"],
+                             "ambient": ["CAP_KILL", "CAP_CHOWN"]}
+        }})))
+        .unwrap();
+        let caps = spec
+            .process()
+            .as_ref()
+            .unwrap()
+            .capabilities()
+            .clone()
+            .unwrap();
+        let ambient: Vec<_> = caps.ambient().clone().unwrap().into_iter().collect();
+        assert_eq!(ambient, vec![Capability::Kill]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The state directory of one container: `<root>/<id>/{state.json,exec.fifo}`.
 //!
 //! Theory of operation: `state.json` is the only record of what pier created for a container
-//! (init pid and its start time, the cgroup, the poststart and poststop hooks); it is written atomically
+//! (init pid and its start time, the cgroup, the poststart and poststop hooks); it is written
+//! atomically
 //! (write a temporary file, rename over) before or as each object is created, so `delete` and
 //! crash recovery always find everything. Mutating verbs hold an exclusive `flock` on the
 //! container's directory. The stored status is a hint: the live status is derived from the init
@@ -222,8 +223,9 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
 
 /// True when the init recorded in `record` is still that process and has not exited.
 pub fn init_alive(record: &Record) -> bool {
-    record.state.pid > 0
-        && matches!(proc_stat(record.state.pid), Some(s) if s.start_time == record.init_start_time && s.state != b'Z' && s.state != b'X')
+    let alive =
+        |s: ProcStat| s.start_time == record.init_start_time && s.state != b'Z' && s.state != b'X';
+    record.state.pid > 0 && proc_stat(record.state.pid).is_some_and(alive)
 }
 
 /// The live status of a container from its record and its directory.

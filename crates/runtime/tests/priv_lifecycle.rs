@@ -2,10 +2,9 @@
 //!
 //! Each test builds a bundle in a temp dir (`/bin/busybox` is busybox-static, linked as the
 //! commands the test needs) and uses a temp `--root`; the containers get `cgroupsPath`
-//! `/pier-test-<id>` so the test can check that no cgroup is left. The inits are children of the
-//! test process, so a test can also check that no process is left. Tests run one at a time (a
-//! process forked from a multi-threaded parent should not race other threads' allocations, and
-//! "no child left" is only meaningful per test). Needs root: skips with a reason outside CI,
+//! `/pier-test-<name>-<pid>` so the test can check that no cgroup is left. The inits are
+//! children of the test process, so a test can also check that no process is left. Tests run
+//! one at a time on the main thread (see `main`). Needs root: skips with a reason outside CI,
 //! fails under CI=true.
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use pier_cgroups::ManagerKind;
@@ -13,9 +12,6 @@ use pier_runtime::{CreateOptions, Error, ExecOptions, Runtime};
 use serde_json::{json, Value};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn root_or_skip() -> bool {
     if nix::unistd::geteuid().is_root() {
@@ -68,7 +64,7 @@ impl Fixture {
         spec["process"]["env"] = json!(["PATH=/bin"]);
         spec["process"]["capabilities"]["ambient"] = json!([]);
         spec["hostname"] = json!("pier-test");
-        spec["linux"]["cgroupsPath"] = json!(format!("/pier-test-{id}"));
+        spec["linux"]["cgroupsPath"] = json!(format!("/{}", cgroup_name(id)));
         edit(&mut spec);
         std::fs::write(self.bundle.path().join("config.json"), spec.to_string()).unwrap();
     }
@@ -123,10 +119,15 @@ fn reap_all() -> bool {
     }
 }
 
+/// The test's cgroup: the pid keeps concurrent runs of this suite (worktrees) apart.
+fn cgroup_name(id: &str) -> String {
+    format!("{id}-{}", std::process::id())
+}
+
 fn cgroup_dirs(id: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        let dir = entry.path().join(format!("pier-test-{id}"));
+        let dir = entry.path().join(cgroup_name(id));
         if dir.exists() {
             found.push(dir);
         }
@@ -144,12 +145,7 @@ fn wait_init(pid: i32) {
     let _ = waitid(Id::PIDFd(fd.as_fd()), WaitPidFlag::WEXITED);
 }
 
-#[test]
 fn create_start_kill_delete() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-lifecycle";
     let f = Fixture::new(id, &["sleep", "1000"]);
     let pid_file = f._root.path().join("pid");
@@ -193,12 +189,7 @@ fn create_start_kill_delete() {
     );
 }
 
-#[test]
 fn delete_created_never_started() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-created";
     let f = Fixture::new(id, &["true"]);
     f.rt.create(id, &f.opts()).unwrap();
@@ -208,12 +199,7 @@ fn delete_created_never_started() {
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
 }
 
-#[test]
 fn delete_force_running() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-force";
     let f = Fixture::new(id, &["sleep", "1000"]);
     f.rt.create(id, &f.opts()).unwrap();
@@ -230,12 +216,122 @@ fn delete_force_running() {
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
 }
 
-#[test]
-fn run_returns_exit_codes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
+fn delete_kills_processes_left_in_the_cgroup() {
+    let id = "pier-test-leftover";
+    let f = Fixture::new(id, &["true"]);
+    // Without a pid namespace, the init's death does not take the other processes along.
+    f.write_config(id, &["sleep", "1000"], |spec| {
+        spec["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|ns| ns["type"] != "pid");
+    });
+    f.rt.create(id, &f.opts()).unwrap();
+    f.rt.start(id).unwrap();
+    let init = f.rt.state(id).unwrap().pid;
+    assert_eq!(f.rt.exec(id, &sleeper(true)).unwrap(), 0);
+    assert_eq!(f.rt.ps(id).unwrap().len(), 2, "{:?}", f.rt.ps(id));
+    f.rt.kill(id, libc::SIGKILL, false).unwrap();
+    wait_init(init);
+    assert_eq!(status(&f.rt, id), "stopped");
+    assert_eq!(f.rt.ps(id).unwrap().len(), 1, "the exec'd sleep is left");
+    f.rt.delete(id, false).unwrap();
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+    assert!(f.root_entries().is_empty());
+}
+
+fn pause_resume_update() {
+    let id = "pier-test-pause";
+    let f = Fixture::new(id, &["sleep", "1000"]);
+    f.rt.create(id, &f.opts()).unwrap();
+    assert_eq!(
+        f.rt.pause(id).unwrap_err().to_string(),
+        "container not running"
+    );
+    f.rt.start(id).unwrap();
+    f.rt.pause(id).unwrap();
+    assert_eq!(status(&f.rt, id), "paused");
+    let exec = f.rt.exec(id, &sleeper(true)).unwrap_err().to_string();
+    assert_eq!(exec, "cannot exec in a paused container");
+    f.rt.resume(id).unwrap();
+    assert_eq!(status(&f.rt, id), "running");
+    assert_eq!(
+        f.rt.resume(id).unwrap_err().to_string(),
+        "container not paused"
+    );
+    let resources = serde_json::from_value(json!({"pids": {"limit": 42}})).unwrap();
+    f.rt.update(id, &resources).unwrap();
+    f.rt.pause(id).unwrap();
+    f.rt.delete(id, true).unwrap();
+    assert!(reap_all());
+    assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
+}
+
+fn console_socket_gets_the_pty_master() {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let id = "pier-test-console";
+    let f = Fixture::new(id, &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && exit 4"]);
+    f.write_config(
+        id,
+        &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && exit 4"],
+        |spec| {
+            spec["process"]["terminal"] = json!(true);
+        },
+    );
+    let socket = f._root.path().join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let opts = CreateOptions {
+        console_socket: Some(socket),
+        ..f.opts()
+    };
+    f.rt.create(id, &opts).unwrap();
+    let (conn, _) = listener.accept().unwrap();
+    let mut buf = [0u8; 64];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        conn.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    let master = msg.cmsgs().unwrap().find_map(|c| match c {
+        ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
+        _ => None,
+    });
+    let master = master.expect("the pty master came over the socket");
+    let pid = f.rt.state(id).unwrap().pid;
+    f.rt.start(id).unwrap();
+    let fd = pier_sys::pidfd::open(pid).unwrap();
+    let status = waitid(Id::PIDFd(fd.as_fd()), WaitPidFlag::WEXITED).unwrap();
+    assert_eq!(
+        status,
+        WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 4),
+        "stdio is the pty"
+    );
+    nix::unistd::close(master).unwrap();
+    f.rt.delete(id, false).unwrap();
+}
+
+/// `sleep 1000` for `exec`.
+fn sleeper(detach: bool) -> ExecOptions {
+    let mut process = pier_runtime::default_spec().process().clone().unwrap();
+    process.set_terminal(Some(false));
+    process.set_capabilities(None);
+    process.set_args(Some(vec!["sleep".into(), "1000".into()]));
+    process.set_env(Some(vec!["PATH=/bin".into()]));
+    ExecOptions {
+        process,
+        detach,
+        pid_file: None,
+        console_socket: None,
+        preserve_fds: 0,
     }
+}
+
+fn run_returns_exit_codes() {
     let id = "pier-test-run";
     let f = Fixture::new(
         id,
@@ -257,12 +353,7 @@ fn run_returns_exit_codes() {
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
 }
 
-#[test]
 fn exec_in_running_container() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-exec";
     let f = Fixture::new(id, &["sleep", "1000"]);
     f.rt.create(id, &f.opts()).unwrap();
@@ -285,6 +376,12 @@ fn exec_in_running_container() {
         preserve_fds: 0,
     };
     assert_eq!(f.rt.exec(id, &opts).unwrap(), 5);
+    let mut missing = opts.clone();
+    missing
+        .process
+        .set_args(Some(vec!["pier-test-nonexistent".into()]));
+    let err = f.rt.exec(id, &missing).unwrap_err().to_string();
+    assert!(err.contains("executable file not found"), "{err}");
     let pids = f.rt.ps(id).unwrap();
     assert_eq!(pids.len(), 1, "only the init remains: {pids:?}");
     f.rt.delete(id, true).unwrap();
@@ -292,12 +389,7 @@ fn exec_in_running_container() {
     assert_eq!(err.to_string(), format!("container {id} does not exist"));
 }
 
-#[test]
 fn unknown_and_duplicate_ids() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-dup";
     let f = Fixture::new(id, &["true"]);
     for err in [
@@ -324,17 +416,13 @@ fn unknown_and_duplicate_ids() {
     );
 }
 
-#[test]
 fn failure_in_the_init_leaves_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-badmount";
     let f = Fixture::new(id, &["true"]);
     f.write_config(id, &["true"], |spec| {
         let mounts = spec["mounts"].as_array_mut().unwrap();
-        mounts.push(json!({"destination": "/mnt", "type": "bind", "source": "/nonexistent/pier-test", "options": ["rbind"]}));
+        mounts.push(json!({"destination": "/mnt", "type": "bind",
+            "source": "/nonexistent/pier-test", "options": ["rbind"]}));
     });
     let err = f.rt.create(id, &f.opts()).unwrap_err();
     assert!(matches!(err, Error::Init(_)), "{err}");
@@ -344,12 +432,7 @@ fn failure_in_the_init_leaves_nothing() {
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
 }
 
-#[test]
 fn missing_program_fails_create() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-noprog";
     let f = Fixture::new(id, &["pier-test-nonexistent"]);
     let err = f.rt.create(id, &f.opts()).unwrap_err().to_string();
@@ -362,12 +445,7 @@ fn missing_program_fails_create() {
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
 }
 
-#[test]
 fn user_cgroup_and_time_namespaces() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-userns";
     let check = "read up _ < /proc/uptime; [ ${up%%.*} -ge 86400 ] && [ $(id -u) = 0 ] \
         && grep -q ' 100000 ' /proc/self/uid_map && grep -q ':/$' /proc/self/cgroup && exit 9";
@@ -399,14 +477,9 @@ fn user_cgroup_and_time_namespaces() {
     assert!(cgroup_dirs(id).is_empty(), "{:?}", cgroup_dirs(id));
 }
 
-#[test]
 fn seccomp_notify_listener_gets_the_fd() {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     use std::os::fd::AsRawFd;
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-notify";
     let f = Fixture::new(id, &["true"]);
     let socket = f._root.path().join("agent.sock");
@@ -450,12 +523,7 @@ fn seccomp_notify_listener_gets_the_fd() {
     assert!(state["pid"].as_i64().unwrap() > 0, "{state}");
 }
 
-#[test]
 fn bad_bundle_is_named() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root_or_skip() {
-        return;
-    }
     let id = "pier-test-badbundle";
     let f = Fixture::new(id, &["true"]);
     std::fs::remove_dir_all(f.bundle.path().join("rootfs")).unwrap();
@@ -475,4 +543,66 @@ fn bad_bundle_is_named() {
         "{err}"
     );
     assert!(f.root_entries().is_empty(), "{:?}", f.root_entries());
+}
+
+const TESTS: &[(&str, fn())] = &[
+    ("create_start_kill_delete", create_start_kill_delete),
+    ("delete_created_never_started", delete_created_never_started),
+    ("delete_force_running", delete_force_running),
+    (
+        "delete_kills_processes_left_in_the_cgroup",
+        delete_kills_processes_left_in_the_cgroup,
+    ),
+    ("pause_resume_update", pause_resume_update),
+    (
+        "console_socket_gets_the_pty_master",
+        console_socket_gets_the_pty_master,
+    ),
+    ("run_returns_exit_codes", run_returns_exit_codes),
+    ("exec_in_running_container", exec_in_running_container),
+    ("unknown_and_duplicate_ids", unknown_and_duplicate_ids),
+    (
+        "failure_in_the_init_leaves_nothing",
+        failure_in_the_init_leaves_nothing,
+    ),
+    ("missing_program_fails_create", missing_program_fails_create),
+    (
+        "user_cgroup_and_time_namespaces",
+        user_cgroup_and_time_namespaces,
+    ),
+    (
+        "seccomp_notify_listener_gets_the_fd",
+        seccomp_notify_listener_gets_the_fd,
+    ),
+    ("bad_bundle_is_named", bad_bundle_is_named),
+];
+
+/// A harness of our own (`harness = false`): every test runs on the main thread, one after the
+/// other. libtest would run each on a new thread, and a thread being created while a test forks
+/// leaves glibc in the child waiting for it forever (in its set*id wrappers, for one). Arguments
+/// that do not start with `-` (and are not numbers, like the value of `--test-threads 4`) filter
+/// tests by name.
+fn main() {
+    if !root_or_skip() {
+        return;
+    }
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-') && a.parse::<u64>().is_err())
+        .collect();
+    let mut failed = Vec::new();
+    for (name, test) in TESTS {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let ok = std::panic::catch_unwind(test).is_ok();
+        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+        if !ok {
+            failed.push(*name);
+        }
+    }
+    if !failed.is_empty() {
+        eprintln!("failed: {failed:?}");
+        std::process::exit(1);
+    }
 }

@@ -13,7 +13,8 @@
 //! 5.2+) is used without the cgroup, and [`Forked::Parent::in_cgroup`] tells the caller to move
 //! the child into the cgroup itself.
 //!
-//! Privileges: `CAP_SYS_ADMIN` for most `CLONE_NEW*` flags. Tests: crates/runtime/tests/priv_lifecycle.rs.
+//! Privileges: `CAP_SYS_ADMIN` for most `CLONE_NEW*` flags.
+//! Tests: crates/runtime/tests/priv_lifecycle.rs.
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -125,9 +126,46 @@ fn finish(ret: libc::c_long, pidfd: libc::c_int, in_cgroup: bool) -> io::Result<
         0 => Ok(Forked::Child),
         pid => Ok(Forked::Parent {
             pid: pid as i32,
-            // SAFETY: on success the kernel stored a fresh pidfd (close-on-exec) that nothing else owns.
+            // SAFETY: on success the kernel stored a fresh pidfd (close-on-exec) that nothing else
+            // owns.
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) },
             in_cgroup,
         }),
+    }
+}
+
+/// Credential changes for a process made by [`fork`].
+///
+/// glibc's `setresuid`/`setresgid`/`setgroups` apply the change to every thread glibc knows of,
+/// by signalling each and waiting for it. A child made by a raw `clone3` inherits glibc's list of
+/// the parent's threads; a thread that was being created at fork time never answers, and the
+/// child hangs (seen with a multi-threaded test harness). The child has exactly one thread, so
+/// the raw syscalls, which change the calling thread, do the whole job.
+pub mod child {
+    use std::io;
+
+    fn check(ret: libc::c_long) -> io::Result<()> {
+        match ret {
+            -1 => Err(io::Error::last_os_error()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Raw `setresuid(2)` (all three ids).
+    pub fn setresuid(uid: u32) -> io::Result<()> {
+        // SAFETY: setresuid takes three ids by value and touches no memory of ours.
+        check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })
+    }
+
+    /// Raw `setresgid(2)` (all three ids).
+    pub fn setresgid(gid: u32) -> io::Result<()> {
+        // SAFETY: setresgid takes three ids by value and touches no memory of ours.
+        check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })
+    }
+
+    /// Raw `setgroups(2)`.
+    pub fn setgroups(groups: &[u32]) -> io::Result<()> {
+        // SAFETY: the kernel reads `groups.len()` gid_t values (u32) from a live slice.
+        check(unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) })
     }
 }
