@@ -506,7 +506,7 @@ fn kill_all(record: &Record, frozen: bool) -> Result<(), Error> {
 }
 
 /// Destroys the cgroup, runs poststop hooks (failures are warnings), removes the state
-/// directory; returns every failure.
+/// directory unless the cgroup is still there; returns every failure.
 fn teardown(dir: &Dir, record: &Record) -> Vec<Error> {
     let mut errors = Vec::new();
     if let Some(cgroup) = &record.cgroup {
@@ -527,8 +527,11 @@ fn teardown(dir: &Dir, record: &Record) -> Vec<Error> {
             log::warn!("poststop hook failed: {e}");
         }
     }
-    if let Err(e) = std::fs::remove_dir_all(&dir.path) {
-        errors.push(Error::io("remove state directory", &dir.path, e));
+    // A cgroup that could not be removed stays recorded, so that `delete` can be retried.
+    if errors.is_empty() {
+        if let Err(e) = std::fs::remove_dir_all(&dir.path) {
+            errors.push(Error::io("remove state directory", &dir.path, e));
+        }
     }
     errors
 }

@@ -590,17 +590,23 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-') && a.parse::<u64>().is_err())
         .collect();
-    let mut failed = Vec::new();
+    let (mut failed, mut passed) = (Vec::new(), 0);
     for (name, test) in TESTS {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
         let ok = std::panic::catch_unwind(test).is_ok();
         println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
-        if !ok {
-            failed.push(*name);
+        match ok {
+            true => passed += 1,
+            false => failed.push(*name),
         }
     }
+    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {passed} passed; {} failed",
+        failed.len()
+    );
     if !failed.is_empty() {
         eprintln!("failed: {failed:?}");
         std::process::exit(1);
