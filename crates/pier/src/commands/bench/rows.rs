@@ -161,37 +161,29 @@ pub fn plan(
     (rows, skipped)
 }
 
-/// Force-deletes every container left in the state dirs of `rows` (crun's inside its namespace);
-/// returns one note per container found.
+/// Force-deletes every container that a runtime of `rows` still lists in its state dir (crun's
+/// inside its namespace); returns one note per container found. Asking the runtime (`list -q`)
+/// rather than reading the directory keeps its own non-container entries (pier's seccomp
+/// cache) out of the sweep.
 pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
     let mut notes = Vec::new();
     let mut seen = Vec::new();
     for row in rows.iter().filter(|r| r.runtime != Runtime::Floor) {
-        if seen.contains(&row.runtime) {
+        if seen.contains(&row.runtime) || !row.state.is_dir() {
             continue;
         }
         seen.push(row.runtime);
-        let Ok(entries) = std::fs::read_dir(&row.state) else {
-            continue;
+        let in_ns = |mut cmd: Command| match (row.runtime, crun_ns) {
+            (Runtime::Crun, Some(ns)) => ns.run(|| cmd.output()).ok().and_then(Result::ok),
+            _ => cmd.output().ok(),
         };
-        let dirs = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()));
-        for id in dirs.map(|e| e.file_name().to_string_lossy().into_owned()) {
-            let mut delete = Command::new(&row.program);
-            delete
-                .arg("--root")
-                .arg(&row.state)
-                .args(["delete", "--force", &id]);
-            delete
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            let deleted = match (row.runtime, crun_ns) {
-                (Runtime::Crun, Some(ns)) => ns.run(|| delete.status()).ok().and_then(Result::ok),
-                _ => delete.status().ok(),
-            };
-            let outcome = if deleted.is_some_and(|s| s.success()) {
+        let listed = in_ns(runtime_command(row, &["list", "-q"]))
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+            .unwrap_or_default();
+        for id in listed.split_whitespace() {
+            let deleted = in_ns(runtime_command(row, &["delete", "--force", id]));
+            let outcome = if deleted.is_some_and(|out| out.status.success()) {
                 "deleted"
             } else {
                 "could not delete"
@@ -203,6 +195,13 @@ pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
         }
     }
     notes
+}
+
+/// `PROGRAM --root STATE ARGS...` with no stdin.
+fn runtime_command(row: &Row, args: &[&str]) -> Command {
+    let mut cmd = Command::new(&row.program);
+    cmd.arg("--root").arg(&row.state).args(args).stdin(Stdio::null());
+    cmd
 }
 
 #[cfg(test)]
