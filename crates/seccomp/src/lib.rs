@@ -24,6 +24,10 @@ mod validate;
 pub use cache::{profile_key, Cache, COMPILER_VERSION, DEFAULT_MAX_BYTES};
 pub use compile::BAD_ARCH_ACTION;
 
+/// Docker's default profile in the OCI form dockerd hands a runtime on x86_64 (see
+/// `profiles/README.md` for its origin and licence): the engine's default and the benchmark's.
+pub const DOCKER_DEFAULT_PROFILE: &str = include_str!("../profiles/docker-default.json");
+
 use oci_spec::runtime::{LinuxSeccomp, LinuxSeccompFilterFlag};
 use pier_sys::seccomp as sys;
 use std::os::fd::{BorrowedFd, OwnedFd};

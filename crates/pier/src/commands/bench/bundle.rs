@@ -4,9 +4,9 @@
 //! Theory of operation: the configuration is what Docker 20.10 hands a runtime for
 //! `docker run --network none busybox true`, minus the three per-container bind mounts of
 //! /etc/{resolv.conf,hostname,hosts}: the same mounts, masked and read-only paths, the same 14
-//! capabilities, new pid/ipc/uts/mount/network namespaces, no terminal. `docker-seccomp.json` is the
-//! `linux.seccomp` object dockerd 20.10 (docker.io on Debian 12, x86_64) put in such a container's
-//! config.json, captured verbatim: it is the filter every Docker container gets. `ociVersion` is
+//! capabilities, new pid/ipc/uts/mount/network namespaces, no terminal. The seccomp profile is
+//! Docker's default as pier ships it (`pier_seccomp::DOCKER_DEFAULT_PROFILE`, from current Moby;
+//! Docker 20.10's own differs by six allowed syscalls). `ociVersion` is
 //! 1.0.2 because crun 1.8.1 rejects versions without "1.0". The root is shared by both bundles
 //! (an absolute `root.path`) and read-write, as Docker's is.
 //!
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 /// Where Debian's busybox-static installs its binary.
 pub const BUSYBOX: &str = "/bin/busybox";
 
-/// Docker's default seccomp profile as dockerd 20.10 passes it to the runtime (OCI format).
-const DOCKER_SECCOMP: &str = include_str!("docker-seccomp.json");
+/// Docker's default seccomp profile in the OCI form dockerd passes to a runtime.
+const DOCKER_SECCOMP: &str = pier_seccomp::DOCKER_DEFAULT_PROFILE;
 
 /// The seccomp modes every runtime is measured in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
