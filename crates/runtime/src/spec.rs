@@ -265,60 +265,11 @@ fn default_mounts() -> Value {
 
 /// Every capability name oci-spec (and so pier) knows.
 fn known_capabilities() -> Vec<String> {
-    let mut caps: Vec<String> = (0..64)
-        .filter_map(cap_name)
+    crate::process::caps::NAMES
+        .iter()
+        .map(|name| format!("CAP_{name}"))
         .filter(|name| serde_json::from_value::<Capability>(json!(name)).is_ok())
-        .collect();
-    caps.dedup();
-    caps
-}
-
-/// Capability names by number (linux/capability.h).
-fn cap_name(n: u32) -> Option<String> {
-    const NAMES: [&str; 41] = [
-        "CHOWN",
-        "DAC_OVERRIDE",
-        "DAC_READ_SEARCH",
-        "FOWNER",
-        "FSETID",
-        "KILL",
-        "SETGID",
-        "SETUID",
-        "SETPCAP",
-        "LINUX_IMMUTABLE",
-        "NET_BIND_SERVICE",
-        "NET_BROADCAST",
-        "NET_ADMIN",
-        "NET_RAW",
-        "IPC_LOCK",
-        "IPC_OWNER",
-        "SYS_MODULE",
-        "SYS_RAWIO",
-        "SYS_CHROOT",
-        "SYS_PTRACE",
-        "SYS_PACCT",
-        "SYS_ADMIN",
-        "SYS_BOOT",
-        "SYS_NICE",
-        "SYS_RESOURCE",
-        "SYS_TIME",
-        "SYS_TTY_CONFIG",
-        "MKNOD",
-        "LEASE",
-        "AUDIT_WRITE",
-        "AUDIT_CONTROL",
-        "SETFCAP",
-        "MAC_OVERRIDE",
-        "MAC_ADMIN",
-        "SYSLOG",
-        "WAKE_ALARM",
-        "BLOCK_SUSPEND",
-        "AUDIT_READ",
-        "PERFMON",
-        "BPF",
-        "CHECKPOINT_RESTORE",
-    ];
-    NAMES.get(n as usize).map(|name| format!("CAP_{name}"))
+        .collect()
 }
 
 const SECCOMP_FLAGS: [&str; 3] = [
@@ -496,6 +447,8 @@ mod tests {
         let f = features();
         let caps = f["linux"]["capabilities"].as_array().unwrap();
         assert!(caps.iter().any(|c| c == "CAP_SYS_ADMIN"));
+        assert_eq!(caps.len(), crate::process::caps::NAMES.len());
+        assert_eq!(caps[40], "CAP_CHECKPOINT_RESTORE");
         assert_eq!(f["ociVersionMin"], "1.0.0");
     }
 }

@@ -12,8 +12,9 @@
 use super::ProcessError;
 use oci_spec::runtime::{Capabilities, LinuxCapabilities};
 
-/// Capability names without the `CAP_` prefix; the index is the capability number.
-pub(super) const NAMES: [&str; 41] = [
+/// Capability names without the `CAP_` prefix; the index is the capability number. The one
+/// table of pier (`spec::features` lists its names too).
+pub(crate) const NAMES: [&str; 41] = [
     "CHOWN",
     "DAC_OVERRIDE",
     "DAC_READ_SEARCH",
