@@ -10,8 +10,7 @@
 //! Privileges: none. Tests: unit tests below.
 use crate::container::Error;
 use oci_spec::runtime::{
-    Capabilities, Capability, LinuxDeviceCgroup, LinuxNamespaceType, LinuxResources, LinuxSeccomp,
-    Process, Spec,
+    Capability, LinuxDeviceCgroup, LinuxNamespaceType, LinuxResources, LinuxSeccomp, Spec,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -75,9 +74,6 @@ pub fn parse(bytes: &[u8]) -> Result<Spec, String> {
     if let (Some(profile), Some(linux)) = (seccomp, spec.linux_mut().as_mut()) {
         linux.set_seccomp(Some(profile));
     }
-    if let Some(process) = spec.process_mut().as_mut() {
-        drop_unraisable_ambient(process);
-    }
     Ok(spec)
 }
 
@@ -138,39 +134,6 @@ pub fn cgroup_resources(spec: &Spec) -> Option<LinuxResources> {
     }
     resources.set_devices(Some(rules));
     Some(resources)
-}
-
-/// Drops ambient capabilities the kernel would refuse to raise because they are not also
-/// permitted and inheritable, as runc silently does (its own `spec` output has such ambient
-/// capabilities; so the log is at debug level).
-pub fn drop_unraisable_ambient(process: &mut Process) {
-    let Some(caps) = process.capabilities().as_ref() else {
-        return;
-    };
-    let Some(ambient) = caps.ambient().as_ref() else {
-        return;
-    };
-    let empty = Default::default();
-    let permitted = caps.permitted().as_ref().unwrap_or(&empty);
-    let inheritable = caps.inheritable().as_ref().unwrap_or(&empty);
-    let raisable: Capabilities = ambient
-        .iter()
-        .filter(|c| {
-            let ok = permitted.contains(c) && inheritable.contains(c);
-            if !ok {
-                log::debug!(
-                    "process.capabilities.ambient: {c} not permitted and inheritable, not raised"
-                );
-            }
-            ok
-        })
-        .copied()
-        .collect();
-    if raisable.len() != ambient.len() {
-        let mut caps = caps.clone();
-        caps.set_ambient(Some(raisable));
-        process.set_capabilities(Some(caps));
-    }
 }
 
 fn check_version(value: &Value) -> Result<(), String> {
@@ -421,25 +384,6 @@ mod tests {
             .unwrap();
         assert!(null.allow());
         assert_eq!(rules.len(), 1 + ALLOWED_DEVICES.len());
-    }
-
-    #[test]
-    fn ambient_needs_permitted_and_inheritable() {
-        let spec = parse(&config(json!({"process": {
-            "args": ["true"], "cwd": "/", "user": {"uid": 0, "gid": 0},
-            "capabilities": {"permitted": ["CAP_KILL", "CAP_CHOWN"], "inheritable": ["CAP_KILL"],
-                             "ambient": ["CAP_KILL", "CAP_CHOWN"]}
-        }})))
-        .unwrap();
-        let caps = spec
-            .process()
-            .as_ref()
-            .unwrap()
-            .capabilities()
-            .clone()
-            .unwrap();
-        let ambient: Vec<_> = caps.ambient().clone().unwrap().into_iter().collect();
-        assert_eq!(ambient, vec![Capability::Kill]);
     }
 
     #[test]
