@@ -11,12 +11,12 @@
 //! Levels: warnings and errors by default, everything with `--debug`.
 //!
 //! Tests: unit tests below; `tests/cli_basic.rs` checks the json error line end to end.
+use pier_runtime::state::rfc3339_now;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `--log-format`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub fn report_error(message: &str) {
 
 impl Logger {
     fn write(&self, level: log::Level, msg: &str) {
-        let line = format_line(self.format, level, msg, &rfc3339(SystemTime::now()));
+        let line = format_line(self.format, level, msg, &rfc3339_now());
         match &self.file {
             Some(file) => {
                 let mut file = file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -134,49 +134,9 @@ fn format_line(format: LogFormat, level: log::Level, msg: &str, time: &str) -> S
     }
 }
 
-/// `time` as RFC 3339 in UTC with nanoseconds, e.g. `2026-11-21T05:33:45.123456789Z`.
-pub fn rfc3339(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        since.subsec_nanos()
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn rfc3339_matches_known_instants() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
-        let leap_day = UNIX_EPOCH + Duration::new(951_827_696, 5);
-        assert_eq!(rfc3339(leap_day), "2000-02-29T12:34:56.000000005Z");
-        let end_of_year = UNIX_EPOCH + Duration::from_secs(1_798_761_599);
-        assert_eq!(rfc3339(end_of_year), "2026-12-31T23:59:59.000000000Z");
-    }
 
     #[test]
     fn json_line_is_one_parseable_object() {

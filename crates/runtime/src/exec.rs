@@ -143,8 +143,6 @@ fn stage(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<Staged, Error> {
 
 /// In the forked child: becomes the exec'd process.
 fn run_child(staged: Staged, opts: &ExecOptions) -> ! {
-    let mut process = opts.process.clone();
-    spec::drop_unraisable_ambient(&mut process);
     let Staged {
         spec,
         init,
@@ -166,7 +164,7 @@ fn run_child(staged: Staged, opts: &ExecOptions) -> ! {
         init: &init,
         ns_flags: flags - CloneFlags::CLONE_NEWPID,
         cgroup: self_join.as_ref(),
-        process: &process,
+        process: &opts.process,
         sync: child_sync,
         console,
         seccomp: seccomp.as_ref(),

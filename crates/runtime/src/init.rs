@@ -274,7 +274,7 @@ fn enter_and_exec(child: &mut ExecChild) -> String {
     }
     if let Some(socket) = child.console.take() {
         let size = child.process.console_size();
-        if let Err(e) = console::setup_in_container_sized(socket, size.as_ref()) {
+        if let Err(e) = console::setup_for_exec(socket, size.as_ref()) {
             return e.to_string();
         }
     }

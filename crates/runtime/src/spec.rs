@@ -10,8 +10,7 @@
 //! Privileges: none. Tests: unit tests below.
 use crate::container::Error;
 use oci_spec::runtime::{
-    Capabilities, Capability, LinuxDeviceCgroup, LinuxNamespaceType, LinuxResources, LinuxSeccomp,
-    Process, Spec,
+    Capability, LinuxDeviceCgroup, LinuxNamespaceType, LinuxResources, LinuxSeccomp, Spec,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -75,9 +74,6 @@ pub fn parse(bytes: &[u8]) -> Result<Spec, String> {
     if let (Some(profile), Some(linux)) = (seccomp, spec.linux_mut().as_mut()) {
         linux.set_seccomp(Some(profile));
     }
-    if let Some(process) = spec.process_mut().as_mut() {
-        drop_unraisable_ambient(process);
-    }
     Ok(spec)
 }
 
@@ -138,39 +134,6 @@ pub fn cgroup_resources(spec: &Spec) -> Option<LinuxResources> {
     }
     resources.set_devices(Some(rules));
     Some(resources)
-}
-
-/// Drops ambient capabilities the kernel would refuse to raise because they are not also
-/// permitted and inheritable, as runc silently does (its own `spec` output has such ambient
-/// capabilities; so the log is at debug level).
-pub fn drop_unraisable_ambient(process: &mut Process) {
-    let Some(caps) = process.capabilities().as_ref() else {
-        return;
-    };
-    let Some(ambient) = caps.ambient().as_ref() else {
-        return;
-    };
-    let empty = Default::default();
-    let permitted = caps.permitted().as_ref().unwrap_or(&empty);
-    let inheritable = caps.inheritable().as_ref().unwrap_or(&empty);
-    let raisable: Capabilities = ambient
-        .iter()
-        .filter(|c| {
-            let ok = permitted.contains(c) && inheritable.contains(c);
-            if !ok {
-                log::debug!(
-                    "process.capabilities.ambient: {c} not permitted and inheritable, not raised"
-                );
-            }
-            ok
-        })
-        .copied()
-        .collect();
-    if raisable.len() != ambient.len() {
-        let mut caps = caps.clone();
-        caps.set_ambient(Some(raisable));
-        process.set_capabilities(Some(caps));
-    }
 }
 
 fn check_version(value: &Value) -> Result<(), String> {
@@ -265,60 +228,11 @@ fn default_mounts() -> Value {
 
 /// Every capability name oci-spec (and so pier) knows.
 fn known_capabilities() -> Vec<String> {
-    let mut caps: Vec<String> = (0..64)
-        .filter_map(cap_name)
+    crate::process::caps::NAMES
+        .iter()
+        .map(|name| format!("CAP_{name}"))
         .filter(|name| serde_json::from_value::<Capability>(json!(name)).is_ok())
-        .collect();
-    caps.dedup();
-    caps
-}
-
-/// Capability names by number (linux/capability.h).
-fn cap_name(n: u32) -> Option<String> {
-    const NAMES: [&str; 41] = [
-        "CHOWN",
-        "DAC_OVERRIDE",
-        "DAC_READ_SEARCH",
-        "FOWNER",
-        "FSETID",
-        "KILL",
-        "SETGID",
-        "SETUID",
-        "SETPCAP",
-        "LINUX_IMMUTABLE",
-        "NET_BIND_SERVICE",
-        "NET_BROADCAST",
-        "NET_ADMIN",
-        "NET_RAW",
-        "IPC_LOCK",
-        "IPC_OWNER",
-        "SYS_MODULE",
-        "SYS_RAWIO",
-        "SYS_CHROOT",
-        "SYS_PTRACE",
-        "SYS_PACCT",
-        "SYS_ADMIN",
-        "SYS_BOOT",
-        "SYS_NICE",
-        "SYS_RESOURCE",
-        "SYS_TIME",
-        "SYS_TTY_CONFIG",
-        "MKNOD",
-        "LEASE",
-        "AUDIT_WRITE",
-        "AUDIT_CONTROL",
-        "SETFCAP",
-        "MAC_OVERRIDE",
-        "MAC_ADMIN",
-        "SYSLOG",
-        "WAKE_ALARM",
-        "BLOCK_SUSPEND",
-        "AUDIT_READ",
-        "PERFMON",
-        "BPF",
-        "CHECKPOINT_RESTORE",
-    ];
-    NAMES.get(n as usize).map(|name| format!("CAP_{name}"))
+        .collect()
 }
 
 const SECCOMP_FLAGS: [&str; 3] = [
@@ -473,29 +387,12 @@ mod tests {
     }
 
     #[test]
-    fn ambient_needs_permitted_and_inheritable() {
-        let spec = parse(&config(json!({"process": {
-            "args": ["true"], "cwd": "/", "user": {"uid": 0, "gid": 0},
-            "capabilities": {"permitted": ["CAP_KILL", "CAP_CHOWN"], "inheritable": ["CAP_KILL"],
-                             "ambient": ["CAP_KILL", "CAP_CHOWN"]}
-        }})))
-        .unwrap();
-        let caps = spec
-            .process()
-            .as_ref()
-            .unwrap()
-            .capabilities()
-            .clone()
-            .unwrap();
-        let ambient: Vec<_> = caps.ambient().clone().unwrap().into_iter().collect();
-        assert_eq!(ambient, vec![Capability::Kill]);
-    }
-
-    #[test]
     fn features_list_capabilities() {
         let f = features();
         let caps = f["linux"]["capabilities"].as_array().unwrap();
         assert!(caps.iter().any(|c| c == "CAP_SYS_ADMIN"));
+        assert_eq!(caps.len(), crate::process::caps::NAMES.len());
+        assert_eq!(caps[40], "CAP_CHECKPOINT_RESTORE");
         assert_eq!(f["ociVersionMin"], "1.0.0");
     }
 }

@@ -250,10 +250,16 @@ pub fn live_status(dir: &Path, record: &Record) -> Status {
 
 /// RFC 3339 UTC timestamp with nanoseconds, as runc writes `created`.
 pub fn rfc3339_now() -> String {
-    let now = std::time::SystemTime::now()
+    rfc3339(std::time::SystemTime::now())
+}
+
+/// `time` as RFC 3339 in UTC with nanoseconds, e.g. `2026-11-21T05:33:45.123456789Z` (the form
+/// of runc's `created` and of its log lines; pier's logger uses it too).
+pub fn rfc3339(time: std::time::SystemTime) -> String {
+    let since = time
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let secs = now.as_secs();
+    let secs = since.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
     format!(
@@ -261,7 +267,7 @@ pub fn rfc3339_now() -> String {
         rem / 3600,
         rem % 3600 / 60,
         rem % 60,
-        now.subsec_nanos()
+        since.subsec_nanos()
     )
 }
 
@@ -311,6 +317,16 @@ mod tests {
     fn own_stat_is_readable() {
         let s = proc_stat(std::process::id() as i32).expect("own stat");
         assert!(s.start_time > 0);
+    }
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
+        let leap_day = UNIX_EPOCH + Duration::new(951_827_696, 5);
+        assert_eq!(rfc3339(leap_day), "2000-02-29T12:34:56.000000005Z");
+        let end_of_year = UNIX_EPOCH + Duration::from_secs(1_798_761_599);
+        assert_eq!(rfc3339(end_of_year), "2026-12-31T23:59:59.000000000Z");
     }
 
     #[test]

@@ -268,8 +268,6 @@ fn pause_resume_update() {
 }
 
 fn console_socket_gets_the_pty_master() {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    use std::os::fd::AsRawFd;
     let id = "pier-test-console";
     let f = Fixture::new(id, &["sh", "-c", "[ -t 0 ] && [ -t 1 ] && exit 4"]);
     f.write_config(
@@ -286,6 +284,24 @@ fn console_socket_gets_the_pty_master() {
         ..f.opts()
     };
     f.rt.create(id, &opts).unwrap();
+    let master = receive_master(&listener);
+    let pid = f.rt.state(id).unwrap().pid;
+    f.rt.start(id).unwrap();
+    let fd = pier_sys::pidfd::open(pid).unwrap();
+    let status = waitid(Id::PIDFd(fd.as_fd()), WaitPidFlag::WEXITED).unwrap();
+    assert_eq!(
+        status,
+        WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 4),
+        "stdio is the pty"
+    );
+    nix::unistd::close(master).unwrap();
+    f.rt.delete(id, false).unwrap();
+}
+
+/// Accepts one connection on a `--console-socket` listener and receives the pty master.
+fn receive_master(listener: &std::os::unix::net::UnixListener) -> std::os::fd::RawFd {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::AsRawFd;
     let (conn, _) = listener.accept().unwrap();
     let mut buf = [0u8; 64];
     let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 1]);
@@ -301,18 +317,7 @@ fn console_socket_gets_the_pty_master() {
         ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
         _ => None,
     });
-    let master = master.expect("the pty master came over the socket");
-    let pid = f.rt.state(id).unwrap().pid;
-    f.rt.start(id).unwrap();
-    let fd = pier_sys::pidfd::open(pid).unwrap();
-    let status = waitid(Id::PIDFd(fd.as_fd()), WaitPidFlag::WEXITED).unwrap();
-    assert_eq!(
-        status,
-        WaitStatus::Exited(nix::unistd::Pid::from_raw(pid), 4),
-        "stdio is the pty"
-    );
-    nix::unistd::close(master).unwrap();
-    f.rt.delete(id, false).unwrap();
+    master.expect("the pty master came over the socket")
 }
 
 /// `sleep 1000` for `exec`.
@@ -387,6 +392,56 @@ fn exec_in_running_container() {
     f.rt.delete(id, true).unwrap();
     let err = f.rt.exec(id, &opts).unwrap_err();
     assert_eq!(err.to_string(), format!("container {id} does not exist"));
+}
+
+/// `exec --tty` gets a pty of its own, but the container's `/dev/console` stays the one the init
+/// set up: exactly one mount on it in the init's mount table, before and after (runc's exec
+/// does not mount over it either).
+fn exec_tty_leaves_the_console_alone() {
+    let id = "pier-test-exec-tty";
+    let f = Fixture::new(id, &["sleep", "1000"]);
+    f.write_config(id, &["sleep", "1000"], |spec| {
+        spec["process"]["terminal"] = json!(true);
+    });
+    let init_socket = f._root.path().join("init-console.sock");
+    let init_listener = std::os::unix::net::UnixListener::bind(&init_socket).unwrap();
+    let opts = CreateOptions {
+        console_socket: Some(init_socket),
+        ..f.opts()
+    };
+    f.rt.create(id, &opts).unwrap();
+    let init_master = receive_master(&init_listener);
+    f.rt.start(id).unwrap();
+    let pid = f.rt.state(id).unwrap().pid;
+    assert_eq!(console_mounts(pid), 1, "the init's console");
+    let exec_socket = f._root.path().join("exec-console.sock");
+    let exec_listener = std::os::unix::net::UnixListener::bind(&exec_socket).unwrap();
+    let mut exec = sleeper(false);
+    exec.process.set_terminal(Some(true));
+    exec.process.set_args(Some(vec![
+        "sh".into(),
+        "-c".into(),
+        "[ -t 0 ] && exit 7".into(),
+    ]));
+    exec.console_socket = Some(exec_socket);
+    assert_eq!(
+        f.rt.exec(id, &exec).unwrap(),
+        7,
+        "the exec'd stdin is a pty"
+    );
+    nix::unistd::close(receive_master(&exec_listener)).unwrap();
+    assert_eq!(console_mounts(pid), 1, "exec --tty mounted on /dev/console");
+    nix::unistd::close(init_master).unwrap();
+    f.rt.delete(id, true).unwrap();
+}
+
+/// How many mounts in the mount table of `pid` are on `/dev/console`.
+fn console_mounts(pid: i32) -> usize {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    table
+        .lines()
+        .filter(|line| line.split(' ').nth(4) == Some("/dev/console"))
+        .count()
 }
 
 fn unknown_and_duplicate_ids() {
@@ -560,6 +615,10 @@ const TESTS: &[(&str, fn())] = &[
     ),
     ("run_returns_exit_codes", run_returns_exit_codes),
     ("exec_in_running_container", exec_in_running_container),
+    (
+        "exec_tty_leaves_the_console_alone",
+        exec_tty_leaves_the_console_alone,
+    ),
     ("unknown_and_duplicate_ids", unknown_and_duplicate_ids),
     (
         "failure_in_the_init_leaves_nothing",

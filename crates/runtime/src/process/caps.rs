@@ -12,8 +12,9 @@
 use super::ProcessError;
 use oci_spec::runtime::{Capabilities, LinuxCapabilities};
 
-/// Capability names without the `CAP_` prefix; the index is the capability number.
-pub(super) const NAMES: [&str; 41] = [
+/// Capability names without the `CAP_` prefix; the index is the capability number. The one
+/// table of pier (`spec::features` lists its names too).
+pub(crate) const NAMES: [&str; 41] = [
     "CHOWN",
     "DAC_OVERRIDE",
     "DAC_READ_SEARCH",
@@ -170,11 +171,13 @@ pub(super) fn set_and_raise_ambient(m: &Masks, last_cap: u32) -> Result<(), Proc
     })?;
     // The kernel only raises an ambient capability that is also permitted and inheritable.
     // runc's and crun's default specs list ambient capabilities without inheritable ones and
-    // both treat the ambient set as best effort, so such a capability is a warning here too.
+    // both treat the ambient set as best effort, silently: such a capability is skipped here,
+    // the one place for create, run and exec alike, with a debug line (a warning would print
+    // on every run of runc's own `spec` output, onto the container's terminal).
     let raisable = m.permitted & m.inheritable;
     for cap in (0..=last_cap).filter(|c| m.ambient & (1 << c) != 0) {
         if raisable & (1 << cap) == 0 {
-            log::warn!(
+            log::debug!(
                 "ambient capability {} is not both permitted and inheritable: not raised",
                 name_of(cap)
             );

@@ -5,15 +5,17 @@
 //! clone ([`connect`]) and passes the connected fd to the container. In the container, after the
 //! root is final and while /dev is still writable ([`setup_in_container`]): a pty is opened from
 //! the container's own `/dev/ptmx` (so the slave lives in the container's devpts), unlocked, the
-//! slave is bind-mounted on `/dev/console`, the size from `process.consoleSize` is set, and the
-//! master is sent over the socket as one
+//! slave is bind-mounted on `/dev/console` (for the init only: an exec'd process gets its own
+//! pty and leaves the container's console alone, as runc's exec does — [`setup_for_exec`]), the
+//! size from `process.consoleSize` is set, and the master is sent over the socket as one
 //! SCM_RIGHTS message whose payload is the master's name (`/dev/ptmx`, what runc's
 //! `utils.SendFile` sends and the receivers' `RecvFd` uses to name the file). The process then
 //! becomes a session leader, makes the slave its controlling terminal and its stdin, stdout and
 //! stderr.
 //!
 //! Privileges: mounting on /dev/console needs CAP_SYS_ADMIN in the container's mount namespace.
-//! Tests: `tests/priv_process.rs` receives the master and talks to the shell through it.
+//! Tests: `tests/priv_process.rs` receives the master and talks to the shell through it;
+//! `tests/priv_lifecycle.rs` checks that `exec --tty` leaves /dev/console alone.
 use super::ProcessError;
 use nix::fcntl::OFlag;
 use nix::mount::MsFlags;
@@ -53,6 +55,29 @@ pub fn setup_in_container_sized(
     socket: OwnedFd,
     size: Option<&ConsoleSize>,
 ) -> Result<(), ProcessError> {
+    setup(socket, size, Console::Mount)
+}
+
+/// For a process exec'd into a running container: [`setup_in_container_sized`] without the
+/// mount on `/dev/console`, which stays the init's.
+pub fn setup_for_exec(socket: OwnedFd, size: Option<&ConsoleSize>) -> Result<(), ProcessError> {
+    setup(socket, size, Console::Keep)
+}
+
+/// Whether the pty slave becomes the container's `/dev/console`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Console {
+    /// Bind-mount it there (the container's init).
+    Mount,
+    /// Leave `/dev/console` as it is (an exec'd process).
+    Keep,
+}
+
+fn setup(
+    socket: OwnedFd,
+    size: Option<&ConsoleSize>,
+    console: Console,
+) -> Result<(), ProcessError> {
     let step = |step: &'static str| {
         move |e: nix::errno::Errno| ProcessError::Console {
             step,
@@ -73,7 +98,9 @@ pub fn setup_in_container_sized(
     }
     let slave =
         PathBuf::from(nix::pty::ptsname_r(&master).map_err(step("get the pty slave name"))?);
-    mount_console(&slave)?;
+    if console == Console::Mount {
+        mount_console(&slave)?;
+    }
     let iov = [IoSlice::new(MASTER_NAME)];
     let fds = [master.as_raw_fd()];
     sendmsg::<()>(

@@ -25,7 +25,7 @@
 //! CAP_SYS_ADMIN for seccomp without NNP, CAP_SYS_RESOURCE/CAP_SYS_NICE for some values).
 //! Tests: unit tests in each submodule; `tests/priv_process.rs` re-executes the test binary as a
 //! child that calls [`exec`] and checks what the exec'd busybox sees.
-mod caps;
+pub(crate) mod caps;
 mod command;
 pub mod console;
 mod error;

@@ -5,13 +5,15 @@
 //! named). Groups are set before gid, gid before uid (after setuid the process can no longer
 //! change them). In a user namespace whose `setgroups` file says `deny`, setgroups is skipped,
 //! with a warning when the spec asked for additional gids. Without `user.umask`, 0022 is used,
-//! as runc does.
+//! as runc does. The switches are the raw syscalls of `pier_sys::clone::child`, not glibc's
+//! wrappers: this runs in a child cloned from a possibly multi-threaded runtime, where glibc's
+//! set*id broadcast to the parent's threads (which do not exist here) can hang.
 //!
 //! Privileges: CAP_SETGID/CAP_SETUID for the switches.
 //! Tests: effects in `tests/priv_process.rs`.
 use super::ProcessError;
-use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
 use oci_spec::runtime::User;
+use pier_sys::clone::child::{setgroups, setresgid, setresuid};
 
 /// Joins a new anonymous session keyring; a kernel without keyctl is not an error.
 pub(super) fn join_session_keyring() -> Result<(), ProcessError> {
@@ -47,21 +49,18 @@ pub(super) fn switch(user: &User) -> Result<(), ProcessError> {
             log::warn!("process.user.additionalGids {gids:?} ignored: setgroups is denied in this user namespace");
         }
     } else {
-        let list: Vec<Gid> = gids.iter().copied().map(Gid::from_raw).collect();
-        setgroups(&list).map_err(|e| ProcessError::Setgroups {
+        setgroups(&gids).map_err(|source| ProcessError::Setgroups {
             gids: gids.clone(),
-            source: e.into(),
+            source,
         })?;
     }
-    let gid = Gid::from_raw(user.gid());
-    setresgid(gid, gid, gid).map_err(|e| ProcessError::Setgid {
+    setresgid(user.gid()).map_err(|source| ProcessError::Setgid {
         gid: user.gid(),
-        source: e.into(),
+        source,
     })?;
-    let uid = Uid::from_raw(user.uid());
-    setresuid(uid, uid, uid).map_err(|e| ProcessError::Setuid {
+    setresuid(user.uid()).map_err(|source| ProcessError::Setuid {
         uid: user.uid(),
-        source: e.into(),
+        source,
     })
 }
 
