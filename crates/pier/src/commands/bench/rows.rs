@@ -200,7 +200,10 @@ pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
 /// `PROGRAM --root STATE ARGS...` with no stdin.
 fn runtime_command(row: &Row, args: &[&str]) -> Command {
     let mut cmd = Command::new(&row.program);
-    cmd.arg("--root").arg(&row.state).args(args).stdin(Stdio::null());
+    cmd.arg("--root")
+        .arg(&row.state)
+        .args(args)
+        .stdin(Stdio::null());
     cmd
 }
 
