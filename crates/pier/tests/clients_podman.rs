@@ -9,7 +9,8 @@
 //!
 //! Needs root, podman (with conmon) and busybox-static; `PIER_CLIENT_RUNTIME=runc` checks the harness
 //! itself. Podman writes a few paths outside its configured dirs (/run/containers, /run/libpod,
-//! /var/lib/containers/cache, the runtime's default root): the guards remove those it created.
+//! /var/lib/containers/cache, its shared-memory lock /dev/shm/libpod_lock, the runtime's default
+//! root): the guards remove those it created.
 //! Support code and cleanup guards: tests/clients/mod.rs.
 mod clients;
 
@@ -101,6 +102,7 @@ fn podman_drives_the_runtime() {
         "/run/containers",
         "/run/libpod",
         "/var/lib/containers",
+        "/dev/shm/libpod_lock",
         &runtime_default_root,
     ]);
     let _cgroups = (

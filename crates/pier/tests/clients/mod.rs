@@ -434,8 +434,9 @@ fn unescape_mount_field(field: &str) -> String {
     out
 }
 
-/// Host paths a client creates outside its configured directories (runtime dirs, caches). On drop,
-/// those that did not exist when the guard was made are removed.
+/// Host paths (directories or files) a client creates outside its configured directories
+/// (runtime dirs, caches, shared-memory locks). On drop, those that did not exist when the guard
+/// was made are removed.
 #[derive(Debug)]
 pub struct CreatedPaths {
     absent: Vec<PathBuf>,
@@ -455,7 +456,12 @@ impl CreatedPaths {
 impl Drop for CreatedPaths {
     fn drop(&mut self) {
         for path in self.absent.iter().filter(|p| p.exists()) {
-            if let Err(e) = fs::remove_dir_all(path) {
+            let removed = if path.is_dir() {
+                fs::remove_dir_all(path)
+            } else {
+                fs::remove_file(path)
+            };
+            if let Err(e) = removed {
                 eprintln!("cleanup: remove {}: {e}", path.display());
             }
         }
