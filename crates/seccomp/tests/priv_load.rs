@@ -8,7 +8,8 @@
 //! and the state from the child, and answers the child's notified mkdir with EXDEV.
 //! Privileges: none (no_new_privs makes seccomp(2) unprivileged). Leaves nothing behind.
 use pier_seccomp::{compile, from_json, send_to_listener};
-use pier_sys::seccomp::{notif_recv, notif_respond, recv_fd};
+use pier_sys::process::recv_fd;
+use pier_sys::seccomp::{notif_recv, notif_respond};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
@@ -82,7 +83,8 @@ fn notify_delivers_to_the_listener() {
     };
     conn.set_nonblocking(false).unwrap();
     let mut buf = [0u8; 512];
-    let (fd, len) = recv_fd(conn.as_fd(), &mut buf).unwrap();
+    let (len, fd) = recv_fd(conn.as_fd(), &mut buf).unwrap();
+    let fd = fd.expect("the listener message carries the listener fd");
     assert_eq!(&buf[..len], STATE);
     let notif = notif_recv(fd.as_fd()).unwrap();
     assert!(

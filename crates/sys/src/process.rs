@@ -158,7 +158,8 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
 
 /// Receives one message from the stream socket `sock` into `buf`; returns the payload length
 /// and the first fd passed with SCM_RIGHTS (the receiving side of runc's `SendFd` protocol, used
-/// for `--console-socket`). The fd arrives close-on-exec.
+/// for `--console-socket`, and by a seccomp agent receiving the listener from `listenerPath`).
+/// The fd arrives close-on-exec.
 pub fn recv_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     let mut iov = [io::IoSliceMut::new(buf)];

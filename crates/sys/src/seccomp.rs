@@ -171,30 +171,6 @@ pub fn notif_respond(listener: BorrowedFd<'_>, id: u64, val: i64, error: i32) ->
     Ok(())
 }
 
-/// Receives one message carrying an fd (SCM_RIGHTS) on a connected UNIX socket, as a seccomp
-/// agent receives the listener from `listenerPath`: returns the fd and the payload length.
-pub fn recv_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(OwnedFd, usize)> {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-    let mut iov = [io::IoSliceMut::new(buf)];
-    let msg = recvmsg::<()>(
-        sock.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )?;
-    let len = msg.bytes;
-    let fd = msg.cmsgs()?.find_map(|c| match c {
-        ControlMessageOwned::ScmRights(fds) => fds.first().copied(),
-        _ => None,
-    });
-    let fd =
-        fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "message carries no fd"))?;
-    // SAFETY: the kernel installed `fd` in this process for this SCM_RIGHTS message; nothing
-    // else knows it, so it is ours to own and close.
-    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, len))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
