@@ -10,6 +10,7 @@
 //! Tests: unit tests per module; crates/net/tests/priv_net.rs (root, own namespaces).
 mod error;
 pub mod netlink;
+pub mod netns;
 pub mod subnet;
 
 pub use error::NetError;
