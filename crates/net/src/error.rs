@@ -44,6 +44,8 @@ pub enum NetError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("network name {0:?} is invalid: use letters, digits and _.- (starting with a letter or digit)")]
+    NetworkName(String),
     #[error("ipam: network {network:?}: subnet {subnet} has no free address left")]
     Exhausted { network: String, subnet: Subnet },
     #[error("ipam: address {ip} is outside the subnet {subnet} of network {network:?}")]
@@ -60,6 +62,8 @@ pub enum NetError {
         ip: IpAddr,
         owner: String,
     },
+    #[error("subnet {subnet} overlaps {other}, already routed on the host or used by a pier network; choose another --subnet")]
+    SubnetOverlap { subnet: Subnet, other: Subnet },
     #[error("subnet pool: no free /{prefix} left in {pools}: every one overlaps a host route or a pier network; configure another pool")]
     PoolExhausted { prefix: u8, pools: String },
 }

@@ -9,8 +9,10 @@
 //! Privileges: netlink changes need `CAP_NET_ADMIN`, namespaces `CAP_SYS_ADMIN`; IPAM needs none.
 //! Tests: unit tests per module; crates/net/tests/priv_net.rs (root, own namespaces).
 mod error;
+pub mod ipam;
 pub mod netlink;
 pub mod netns;
+pub mod pool;
 pub mod subnet;
 
 pub use error::NetError;
