@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use pier_net::netns::NetNs;
+use pier_net::pool;
 use pier_net::{IpvlanMode, NetError, Netlink, Route, Subnet};
 
 fn privileged() -> bool {
@@ -295,5 +296,60 @@ fn creating_an_existing_bridge_names_it_and_the_errno() {
     assert_eq!(
         error.to_string(),
         "netlink: create bridge pier-test-br: File exists (os error 17)"
+    );
+}
+
+fn current_netns_inode() -> u64 {
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap()
+}
+
+#[test]
+fn the_guard_never_moves_the_calling_thread() {
+    if !privileged() {
+        return;
+    }
+    let before = current_netns_inode();
+    let ns = NetNs::new_anonymous().unwrap();
+    let inside = ns.run(current_netns_inode).unwrap();
+    assert_ne!(inside, before);
+    assert!(ns.name().contains(&inside.to_string()), "{}", ns.name());
+    let failed: Result<(), NetError> = ns
+        .run(|| Err(Netlink::open()?.delete_link(9999).unwrap_err()))
+        .unwrap();
+    assert!(failed.is_err());
+    let panicked = ns.run(|| panic!("pier-test: a panic inside the namespace"));
+    assert!(matches!(panicked, Err(NetError::NetnsThreadPanicked(_))));
+    assert_eq!(current_netns_inode(), before);
+    let reopened = NetNs::open(std::path::Path::new("/proc/thread-self/ns/net")).unwrap();
+    assert_eq!(reopened.run(current_netns_inode).unwrap(), before);
+}
+
+#[test]
+fn the_subnet_pool_avoids_routes_read_over_netlink() {
+    if !privileged() {
+        return;
+    }
+    let ns = NetNs::new_anonymous().unwrap();
+    let taken = ns
+        .run(|| {
+            let mut nl = Netlink::open().unwrap();
+            let p0 = parent(&mut nl);
+            nl.add_address(p0, ip("198.18.0.1"), 24).unwrap();
+            nl.add_address(p0, ip("198.18.1.1"), 23).unwrap();
+            let network: Subnet = "198.18.4.0/24".parse().unwrap();
+            pool::taken_subnets(&mut nl, &[network]).unwrap()
+        })
+        .unwrap();
+    let pools = pool::parse_pools("198.18.0.0/16:24").unwrap();
+    assert_eq!(
+        pool::choose(&pools, &taken).unwrap().to_string(),
+        "198.18.2.0/24"
+    );
+    let pools = pool::parse_pools("198.18.4.0/22:24").unwrap();
+    assert_eq!(
+        pool::choose(&pools, &taken).unwrap().to_string(),
+        "198.18.5.0/24"
     );
 }
