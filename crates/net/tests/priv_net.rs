@@ -48,7 +48,8 @@ fn ip_link_show(name: &str) -> String {
 }
 
 /// Bridge `pier-test-br` with 198.18.0.1/24 in `host`; one veth per container whose peer is
-/// created directly in the container as `eth0` with 198.18.0.{11,12}/24 and a default route.
+/// created directly in the container as `eth0` with 198.18.0.{11,12}/24, 2001:2::{11,12}/64
+/// and default routes.
 fn wire(host: &NetNs, containers: &[&NetNs]) {
     host.run(|| {
         let mut nl = Netlink::open().unwrap();
@@ -66,20 +67,24 @@ fn wire(host: &NetNs, containers: &[&NetNs]) {
     })
     .unwrap();
     for (i, container) in containers.iter().enumerate() {
-        container
-            .run(|| configure_container(&format!("198.18.0.{}", 11 + i)))
-            .unwrap();
+        let (v4, v6) = (
+            format!("198.18.0.{}", 11 + i),
+            format!("2001:2::{}", 11 + i),
+        );
+        container.run(|| configure_container(&v4, &v6)).unwrap();
     }
 }
 
-fn configure_container(address: &str) {
+fn configure_container(v4: &str, v6: &str) {
     let mut nl = Netlink::open().unwrap();
     let lo = index(&mut nl, "lo");
     nl.set_up(lo, true).unwrap();
     let eth0 = index(&mut nl, "eth0");
-    nl.add_address(eth0, ip(address), 24).unwrap();
+    nl.add_address(eth0, ip(v4), 24).unwrap();
+    nl.add_address(eth0, ip(v6), 64).unwrap();
     nl.set_up(eth0, true).unwrap();
     nl.add_route(&Route::default_via(ip("198.18.0.1"))).unwrap();
+    nl.add_route(&Route::default_via(ip("2001:2::1"))).unwrap();
     let routed = nl.routed_subnets().unwrap();
     assert!(
         routed.contains(&"198.18.0.0/24".parse::<Subnet>().unwrap()),
@@ -116,6 +121,14 @@ fn two_containers_reach_each_other_through_a_bridge() {
     assert_eq!(text, "hello over pier-test-br");
     assert_eq!(from, peer);
     assert_eq!(from.ip(), ip("198.18.0.11"));
+
+    let listener6 = c2
+        .run(|| TcpListener::bind("[2001:2::12]:0").unwrap())
+        .unwrap();
+    let target6 = listener6.local_addr().unwrap();
+    c1.run(|| TcpStream::connect_timeout(&target6, Duration::from_secs(10)).unwrap())
+        .unwrap();
+    assert_eq!(listener6.accept().unwrap().1.ip(), ip("2001:2::11"));
 
     let ping = c1
         .run(|| {
