@@ -12,6 +12,7 @@ mod error;
 pub mod ipam;
 pub mod netlink;
 pub mod netns;
+pub mod nft;
 pub mod pool;
 pub mod subnet;
 

@@ -1,0 +1,301 @@
+//! Privileged tests of the nat engine (`pier_net::nft`) against the kernel's nftables.
+//!
+//! Each test builds its own three anonymous network namespaces: a "host" with a bridge
+//! `pier-test-br` (198.18.2.1/24) to a "container" (198.18.2.2) and a veth `pier-test-r`
+//! (198.18.1.1/24 and 198.18.1.5/24) to a "remote" client (198.18.1.2). `nft` is spawned from a
+//! thread inside the host namespace, so every table, rule and sysctl is that namespace's;
+//! dropping the namespaces' fds frees everything, also when an assertion fails. The host's own
+//! namespace is never touched. Needs root: skips with a reason outside CI, fails under CI=true.
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pier_net::netns::NetNs;
+use pier_net::nft::{Mapping, Proto, Table};
+use pier_net::{Netlink, Route};
+
+fn privileged() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "priv_nft needs root under CI"
+    );
+    eprintln!("skipping: priv_nft needs root (creates network namespaces and nftables tables)");
+    false
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+fn index(nl: &mut Netlink, name: &str) -> u32 {
+    nl.link_index(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no link {name}"))
+}
+
+struct Lab {
+    host: NetNs,
+    container: NetNs,
+    remote: NetNs,
+    server: TcpListener,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let lab = Lab {
+            host: NetNs::new_anonymous().unwrap(),
+            container: NetNs::new_anonymous().unwrap(),
+            remote: NetNs::new_anonymous().unwrap(),
+            server: TcpListener::bind("127.0.0.1:0").unwrap(),
+        };
+        lab.host
+            .run(|| wire_host(&lab.container, &lab.remote))
+            .unwrap();
+        lab.container
+            .run(|| inside("198.18.2.2", "198.18.2.1"))
+            .unwrap();
+        lab.remote
+            .run(|| inside("198.18.1.2", "198.18.1.1"))
+            .unwrap();
+        let server = lab
+            .container
+            .run(|| TcpListener::bind("0.0.0.0:80").unwrap())
+            .unwrap();
+        Lab { server, ..lab }
+    }
+
+    /// Runs `nft` as the host would (in the host namespace).
+    fn nft(&self, args: &[&str]) -> String {
+        let out = self
+            .host
+            .run(|| Command::new("nft").args(args).output().unwrap())
+            .unwrap();
+        assert!(out.status.success(), "nft {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn table<T: Send>(&self, work: impl FnOnce(&Table) -> T + Send) -> T {
+        self.host.run(|| work(&Table)).unwrap()
+    }
+
+    /// Connects from `from` to `to`; on success returns the source address the server saw.
+    fn connect(&self, from: &NetNs, to: &str) -> Option<SocketAddr> {
+        let to: SocketAddr = to.parse().unwrap();
+        let local = from
+            .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(3)))
+            .unwrap()
+            .ok()?;
+        let (_accepted, peer) = self.server.accept().unwrap();
+        drop(local);
+        Some(peer)
+    }
+}
+
+fn wire_host(container: &NetNs, remote: &NetNs) {
+    let mut nl = Netlink::open().unwrap();
+    nl.create_bridge("pier-test-br").unwrap();
+    let bridge = index(&mut nl, "pier-test-br");
+    nl.add_address(bridge, ip("198.18.2.1"), 24).unwrap();
+    nl.set_up(bridge, true).unwrap();
+    nl.create_veth("pier-test-c", "eth0", Some(container.fd()))
+        .unwrap();
+    let veth = index(&mut nl, "pier-test-c");
+    nl.set_master(veth, bridge).unwrap();
+    nl.set_up(veth, true).unwrap();
+    hairpin_mode("pier-test-c");
+    nl.create_veth("pier-test-r", "eth0", Some(remote.fd()))
+        .unwrap();
+    let uplink = index(&mut nl, "pier-test-r");
+    nl.add_address(uplink, ip("198.18.1.1"), 24).unwrap();
+    nl.add_address(uplink, ip("198.18.1.5"), 24).unwrap();
+    nl.set_up(uplink, true).unwrap();
+    let lo = index(&mut nl, "lo");
+    nl.set_up(lo, true).unwrap();
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1\n").unwrap();
+}
+
+/// With br_netfilter loaded (Docker loads it; bridge-nf-call-iptables is 1 in every new
+/// namespace), a hairpin packet DNATed back to its own container is bridged, not routed, and
+/// must leave by the port it came in: the port needs hairpin mode, as Docker sets it.
+fn hairpin_mode(port: &str) {
+    let args = [
+        "link",
+        "set",
+        "dev",
+        port,
+        "type",
+        "bridge_slave",
+        "hairpin",
+        "on",
+    ];
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(out.status.success(), "ip {args:?}: {out:?}");
+}
+
+fn inside(addr: &str, gateway: &str) {
+    let mut nl = Netlink::open().unwrap();
+    let lo = index(&mut nl, "lo");
+    nl.set_up(lo, true).unwrap();
+    let eth0 = index(&mut nl, "eth0");
+    nl.add_address(eth0, ip(addr), 24).unwrap();
+    nl.set_up(eth0, true).unwrap();
+    nl.add_route(&Route::default_via(ip(gateway))).unwrap();
+}
+
+fn mapping(host: Option<&str>, host_port: u16) -> Mapping {
+    Mapping {
+        host: host.map(|h| h.parse().unwrap()),
+        proto: Proto::Tcp,
+        host_port,
+        container: "198.18.2.2".parse().unwrap(),
+        container_port: 80,
+    }
+}
+
+fn ready(lab: &Lab) {
+    lab.table(|t| {
+        t.ensure().unwrap();
+        t.ensure().unwrap();
+        t.add_network("198.18.2.0/24".parse().unwrap(), "pier-test-br")
+            .unwrap();
+    });
+}
+
+#[test]
+fn publish_reaches_the_container_with_the_clients_address() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    ready(&lab);
+    assert_eq!(lab.connect(&lab.remote, "198.18.1.1:8080"), None);
+    lab.table(|t| t.publish(&[mapping(Some("198.18.1.1"), 8080)]).unwrap());
+
+    let seen = lab
+        .connect(&lab.remote, "198.18.1.1:8080")
+        .expect("remote reaches 8080");
+    assert_eq!(seen.ip(), ip("198.18.1.2"), "no SNAT for remote clients");
+    let hairpin = lab
+        .connect(&lab.container, "198.18.1.1:8080")
+        .expect("hairpin");
+    assert_eq!(hairpin.ip(), ip("198.18.2.1"), "hairpin is masqueraded");
+    let local = lab
+        .connect(&lab.host, "198.18.1.1:8080")
+        .expect("host's own client");
+    assert_eq!(local.ip(), ip("198.18.1.1"));
+    assert_eq!(
+        lab.connect(&lab.remote, "198.18.1.5:8080"),
+        None,
+        "other address"
+    );
+
+    lab.table(|t| t.unpublish(&[mapping(Some("198.18.1.1"), 8080)]).unwrap());
+    assert_eq!(
+        lab.connect(&lab.remote, "198.18.1.1:8080"),
+        None,
+        "unpublished"
+    );
+    lab.table(|t| t.teardown().unwrap());
+    assert!(!lab.nft(&["list", "tables"]).contains("pier"));
+}
+
+#[test]
+fn wildcard_publish_answers_on_every_host_address() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    ready(&lab);
+    lab.table(|t| t.publish(&[mapping(None, 9090)]).unwrap());
+    for addr in ["198.18.1.1:9090", "198.18.1.5:9090"] {
+        let seen = lab.connect(&lab.remote, addr).expect(addr);
+        assert_eq!(seen.ip(), ip("198.18.1.2"));
+    }
+    lab.table(|t| t.unpublish(&[mapping(None, 9090)]).unwrap());
+    assert_eq!(lab.connect(&lab.remote, "198.18.1.5:9090"), None);
+    lab.table(|t| t.teardown().unwrap());
+}
+
+#[test]
+fn a_thousand_ports_publish_in_one_transaction() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    ready(&lab);
+    let range: Vec<Mapping> = (20000..21000)
+        .map(|p| mapping(Some("198.18.1.1"), p))
+        .collect();
+    let one = [mapping(Some("198.18.1.1"), 19999)];
+    let (took_one, took_range) = lab.table(|t| {
+        let start = Instant::now();
+        t.publish(&one).unwrap();
+        let took_one = start.elapsed();
+        let start = Instant::now();
+        t.publish(&range).unwrap();
+        (took_one, start.elapsed())
+    });
+    eprintln!("publish: 1 element {took_one:?}, 1,000 elements {took_range:?}");
+    let listed = lab.nft(&["-j", "list", "map", "inet", "pier", "pier_dnat4"]);
+    assert_eq!(
+        listed.matches("\"concat\": [\"198.18.1.1\"").count(),
+        1001,
+        "{listed}"
+    );
+    assert!(lab.connect(&lab.remote, "198.18.1.1:20500").is_some());
+
+    let mut clash = range.clone();
+    clash.push(mapping(Some("198.18.1.1"), 19999));
+    lab.table(|t| t.unpublish(&range).unwrap());
+    let err = lab.table(|t| t.unpublish(&clash).unwrap_err());
+    assert!(err.to_string().contains("unpublish"), "{err}");
+    assert_eq!(lab.connect(&lab.remote, "198.18.1.1:20500"), None);
+    lab.table(|t| t.teardown().unwrap());
+}
+
+#[test]
+fn docker_forward_policy_drop_still_forwards_pier_traffic() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    lab.nft(&["add", "table", "ip", "filter"]);
+    lab.nft(&[
+        "add",
+        "chain",
+        "ip",
+        "filter",
+        "FORWARD",
+        "{ type filter hook forward priority 0; policy drop; }",
+    ]);
+    lab.table(|t| {
+        t.ensure().unwrap();
+        t.publish(&[mapping(Some("198.18.1.1"), 8080)]).unwrap();
+    });
+    assert_eq!(
+        lab.connect(&lab.remote, "198.18.1.1:8080"),
+        None,
+        "Docker's drop"
+    );
+    lab.table(|t| {
+        t.add_network("198.18.2.0/24".parse().unwrap(), "pier-test-br")
+            .unwrap()
+    });
+    let seen = lab
+        .connect(&lab.remote, "198.18.1.1:8080")
+        .expect("through Docker's FORWARD");
+    assert_eq!(seen.ip(), ip("198.18.1.2"));
+    assert!(lab
+        .nft(&["list", "chain", "ip", "filter", "FORWARD"])
+        .contains("comment \"pier\""));
+
+    lab.table(|t| t.teardown().unwrap());
+    let forward = lab.nft(&["list", "chain", "ip", "filter", "FORWARD"]);
+    assert!(!forward.contains("pier"), "{forward}");
+    assert!(forward.contains("policy drop"), "{forward}");
+    assert!(!lab.nft(&["list", "tables"]).contains("inet pier"));
+}
