@@ -258,12 +258,70 @@ fn a_thousand_ports_publish_in_one_transaction() {
 }
 
 #[test]
+fn direct_routing_to_a_container_works_only_without_pier() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    assert!(
+        lab.connect(&lab.remote, "198.18.2.2:80").is_some(),
+        "plain routing"
+    );
+    ready(&lab);
+    assert_eq!(
+        lab.connect(&lab.remote, "198.18.2.2:80"),
+        None,
+        "pier's drop"
+    );
+    lab.table(|t| t.teardown().unwrap());
+}
+
+#[test]
+fn docker_user_chain_gets_pier_rules_when_docker_made_one() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    docker_filter(&lab);
+    lab.nft(&["add", "chain", "ip", "filter", "DOCKER-USER"]);
+    lab.nft(&[
+        "add",
+        "rule",
+        "ip",
+        "filter",
+        "FORWARD",
+        "jump",
+        "DOCKER-USER",
+    ]);
+    ready(&lab);
+    lab.table(|t| t.publish(&[mapping(Some("198.18.1.1"), 8080)]).unwrap());
+    assert!(lab.connect(&lab.remote, "198.18.1.1:8080").is_some());
+    let user = lab.nft(&["list", "chain", "ip", "filter", "DOCKER-USER"]);
+    assert!(user.contains("comment \"pier\""), "{user}");
+    lab.table(|t| t.teardown().unwrap());
+    let user = lab.nft(&["list", "chain", "ip", "filter", "DOCKER-USER"]);
+    assert!(!user.contains("pier"), "{user}");
+}
+
+fn docker_filter(lab: &Lab) {
+    lab.nft(&["add", "table", "ip", "filter"]);
+    lab.nft(&[
+        "add",
+        "chain",
+        "ip",
+        "filter",
+        "FORWARD",
+        "{ type filter hook forward priority 0; policy drop; }",
+    ]);
+}
+
+#[test]
 fn docker_forward_policy_drop_still_forwards_pier_traffic() {
     if !privileged() {
         return;
     }
     let lab = Lab::new();
-    lab.nft(&["add", "table", "ip", "filter"]);
+    docker_filter(&lab);
     lab.nft(&[
         "add",
         "chain",

@@ -10,7 +10,7 @@
 //! chain skips 127.0.0.0/8 (local clients are the ebpf engine's). A `postrouting` chain
 //! masquerades only hairpin flows (DNATed, container subnet to container subnet) and container
 //! egress leaving through a non-pier interface; a `forward` chain accepts replies and DNATed
-//! flows. Publishing is an element add, unpublishing an element delete; a whole list of
+//! flows and drops other traffic entering a container subnet from outside pier's bridges. Publishing is an element add, unpublishing an element delete; a whole list of
 //! mappings (a 1,000-port range) is one `nft -j -f -` transaction. If the host's iptables-nft
 //! `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`] also adds accept rules
 //! commented "pier" there (see docker.rs); [`Table::teardown`] removes those and the table.

@@ -63,7 +63,10 @@ const CHAINS: [(&str, &str, &str, &str); 4] = [
 
 /// Hairpin (a DNATed flow from a container subnet to a container subnet) is masqueraded, or
 /// the reply would go container to container past the host's conntrack; so is container
-/// egress leaving through anything but a pier bridge. Nothing else is.
+/// egress leaving through anything but a pier bridge. Nothing else is. Forwarding accepts
+/// replies and DNATed flows, and drops anything else entering a container subnet from outside
+/// pier's bridges: a port published on 127.0.0.1 or one host address must not be reachable by
+/// a remote client routing to the container's address directly.
 fn rules() -> Vec<(&'static str, String)> {
     let mut rules = Vec::new();
     for dnat in [DNAT_SPECIFIC, DNAT_ANY] {
@@ -81,6 +84,10 @@ fn rules() -> Vec<(&'static str, String)> {
     ));
     rules.push(("forward", "ct state established,related accept".to_string()));
     rules.push(("forward", "ct status dnat accept".to_string()));
+    rules.push((
+        "forward",
+        format!("ip daddr {subnets} iifname != @{BRIDGES} drop"),
+    ));
     rules
 }
 
