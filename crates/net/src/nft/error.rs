@@ -27,6 +27,10 @@ pub enum NftError {
     },
     #[error("nft: {step}: {subnet} is not an IPv4 subnet (the nat engine is IPv4 only)")]
     NotIpv4 { step: &'static str, subnet: String },
+    #[error(
+        "nft: {step}: {name:?} is not an interface name (1-15 characters, no quotes or spaces)"
+    )]
+    BadIfname { step: &'static str, name: String },
     #[error("nft: teardown failed at {} step(s): {}", .0.len(), list(.0))]
     Teardown(Vec<NftError>),
 }

@@ -105,6 +105,12 @@ impl Table {
                 subnet: subnet.to_string(),
             });
         };
+        if !is_ifname(bridge) {
+            return Err(NftError::BadIfname {
+                step: "add network",
+                name: bridge.to_string(),
+            });
+        }
         let mut script = rules::elements("add", rules::SUBNETS4, &[subnet.to_string()]);
         script += &rules::elements("add", rules::BRIDGES, &[format!("\"{bridge}\"")]);
         let object = format!("{} {subnet}, {} {bridge}", rules::SUBNETS4, rules::BRIDGES);
@@ -168,6 +174,12 @@ impl Table {
     }
 }
 
+/// A name the kernel takes for a link and nft's parser takes in quotes.
+fn is_ifname(name: &str) -> bool {
+    let plain = |c: char| c.is_ascii_graphic() && !matches!(c, '"' | '\\' | '/');
+    (1..16).contains(&name.len()) && name.chars().all(plain)
+}
+
 /// Names the first mapping (and how many more) for error messages.
 fn describe(mappings: &[Mapping]) -> String {
     let Some(first) = mappings.first() else {
@@ -185,5 +197,54 @@ fn describe(mappings: &[Mapping]) -> String {
     match mappings.len() {
         1 => text,
         n => format!("{text} and {} more", n - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapping(host: Option<&str>) -> Mapping {
+        Mapping {
+            host: host.map(|h| h.parse().unwrap()),
+            proto: Proto::Udp,
+            host_port: 8080,
+            container: "198.19.0.2".parse().unwrap(),
+            container_port: 80,
+        }
+    }
+
+    #[test]
+    fn elements_key_by_address_protocol_and_port() {
+        let specific = mapping(Some("198.18.0.1"));
+        assert_eq!(specific.map(), "pier_dnat4");
+        assert_eq!(
+            specific.element(),
+            "198.18.0.1 . udp . 8080 : 198.19.0.2 . 80"
+        );
+        let wildcard = mapping(None);
+        assert_eq!(wildcard.map(), "pier_dnat4_any");
+        assert_eq!(wildcard.element(), "udp . 8080 : 198.19.0.2 . 80");
+    }
+
+    #[test]
+    fn errors_name_the_first_element_and_the_count() {
+        let three = [mapping(None), mapping(None), mapping(None)];
+        assert_eq!(
+            describe(&three),
+            "pier_dnat4_any element *:8080/udp -> 198.19.0.2:80 and 2 more"
+        );
+    }
+
+    #[test]
+    fn bridge_names_are_checked_before_reaching_nft() {
+        assert!(is_ifname("pier0"));
+        for bad in ["", "a\"b", "has space", "sixteen-chars-xx"] {
+            assert!(!is_ifname(bad), "{bad}");
+        }
+        let err = Table.add_network("198.18.0.0/24".parse().unwrap(), "a\"b");
+        assert!(matches!(err, Err(NftError::BadIfname { .. })), "{err:?}");
+        let v6 = Table.add_network("2001:2::/64".parse().unwrap(), "pier0");
+        assert!(matches!(v6, Err(NftError::NotIpv4 { .. })), "{v6:?}");
     }
 }

@@ -98,3 +98,44 @@ pub(crate) fn elements(verb: &str, set: &str, elems: &[String]) -> String {
         elems.join(", ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dnat_goes_through_the_two_maps_in_both_nat_hooks() {
+        let text = table();
+        let dnat = |chain: &str, map: &str| {
+            text.lines()
+                .any(|l| l.starts_with(&format!("add rule inet pier {chain} ")) && l.ends_with(map))
+        };
+        for chain in ["prerouting", "output"] {
+            assert!(dnat(chain, "map @pier_dnat4"), "{text}");
+            assert!(dnat(chain, "map @pier_dnat4_any"), "{text}");
+        }
+        assert!(text.contains("output ip daddr != 127.0.0.0/8 "), "{text}");
+    }
+
+    #[test]
+    fn every_chain_is_flushed_before_its_rules_are_added() {
+        let text = table();
+        for (name, ..) in CHAINS {
+            let flush = text
+                .find(&format!("flush chain inet pier {name}\n"))
+                .unwrap();
+            let first = text.find(&format!("add rule inet pier {name} ")).unwrap();
+            assert!(flush < first, "{text}");
+        }
+    }
+
+    #[test]
+    fn masquerade_is_only_for_hairpin_and_egress() {
+        let text = table();
+        let masquerades: Vec<&str> = text.lines().filter(|l| l.ends_with("masquerade")).collect();
+        assert_eq!(masquerades.len(), 2, "{text}");
+        assert!(masquerades[0]
+            .contains("ct status dnat ip saddr @pier_subnets4 ip daddr @pier_subnets4"));
+        assert!(masquerades[1].contains("oifname != @pier_bridges"));
+    }
+}
