@@ -33,9 +33,12 @@ pub(crate) fn hook_chain() -> Result<Option<&'static str>, NftError> {
 }
 
 /// Accept rules in `ip filter <chain>` for a container subnet: its egress, and inbound flows
-/// that are replies or DNATed to it.
+/// that are replies or DNATed to it; none added if pier's rules for the subnet are there.
 pub(crate) fn allow(chain: &str, addr: &str, len: u8) -> Result<(), NftError> {
     let subnet = json!({"prefix": {"addr": addr, "len": len}});
+    if has_rules_for(chain, &subnet)? {
+        return Ok(());
+    }
     let bodies = [
         vec![
             matches("==", payload("ip", "saddr"), subnet.clone()),
@@ -60,6 +63,17 @@ pub(crate) fn allow(chain: &str, addr: &str, len: u8) -> Result<(), NftError> {
         &format!("ip filter {chain} {addr}/{len}"),
         commands.collect(),
     )
+}
+
+/// Whether `chain` already holds a rule commented "pier" whose first match is on `subnet`.
+fn has_rules_for(chain: &str, subnet: &Value) -> Result<bool, NftError> {
+    let Some(listing) = list("list Docker's chain", &["chain", "ip", "filter", chain])? else {
+        return Ok(false);
+    };
+    let found = objects(&listing, "rule")
+        .filter(|rule| rule["comment"] == COMMENT)
+        .any(|rule| rule["expr"][0]["match"]["right"] == *subnet);
+    Ok(found)
 }
 
 fn rule_command(verb: &str, chain: &str, extra: Value) -> Value {
