@@ -1,0 +1,266 @@
+//! Privileged test of the eBPF publish programs against the real kernel.
+//!
+//! Theory: the programs are loaded and pinned on a private bpffs mounted on a temp dir, and attached to a
+//! child cgroup2 directory of the test's own (`/sys/fs/cgroup/unified/pier-test-<pid>`), so nothing outside
+//! the test is affected. Echo servers listen on 127.0.0.1:B (TCP and UDP); 127.0.0.1:A is published to B.
+//! The test process itself is the client: it moves into the test cgroup (cgroup.procs) for the redirected
+//! checks and stays in its original cgroup for the scoping check. Everything is undone by `Fixture`'s drop,
+//! also when an assertion fails: back to the original cgroup, detach and unpin, rmdir the cgroup, unmount.
+//!
+//! Needs root, cgroup2 at /sys/fs/cgroup/unified and BTF. Skips without root unless CI=true.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use pier_bpf::{Mapping, Programs, Proto, Publisher};
+
+const CGROUP2: &str = "/sys/fs/cgroup/unified";
+const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
+/// The tests move the whole process between cgroups: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn privileged() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true: this test needs root"
+    );
+    eprintln!("skipping: needs root (cgroup BPF, bpffs)");
+    false
+}
+
+/// A private bpffs, a test cgroup with the programs attached, and the way back. Cleans up on drop.
+struct Fixture {
+    bpffs: tempfile::TempDir,
+    cgroup: PathBuf,
+    home_cgroup: PathBuf,
+    programs: Option<Programs>,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Self {
+        let serial = SERIAL
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let bpffs = tempfile::Builder::new()
+            .prefix("pier-test-bpffs-")
+            .tempdir()
+            .unwrap();
+        mount(
+            Some("bpf"),
+            bpffs.path(),
+            Some("bpf"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
+        let cgroup = Path::new(CGROUP2).join(format!("pier-test-{}-{name}", std::process::id()));
+        let mut fx = Fixture {
+            bpffs,
+            cgroup,
+            home_cgroup: own_cgroup(),
+            programs: None,
+            _serial: serial,
+        };
+        std::fs::create_dir(&fx.cgroup).unwrap();
+        let programs = Programs::load_and_pin(&fx.pin_dir()).unwrap();
+        programs.attach(&fx.cgroup).unwrap();
+        fx.programs = Some(programs);
+        fx
+    }
+
+    fn pin_dir(&self) -> PathBuf {
+        self.bpffs.path().join("pier")
+    }
+
+    fn publisher(&self) -> Publisher {
+        self.programs.as_ref().unwrap().publisher().unwrap()
+    }
+
+    fn enter(&self) {
+        move_self(&self.cgroup).unwrap();
+    }
+
+    fn leave(&self) {
+        move_self(&self.home_cgroup).unwrap();
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let mut errors = Vec::new();
+        if let Err(e) = move_self(&self.home_cgroup) {
+            errors.push(format!("leaving test cgroup: {e}"));
+        }
+        self.programs = None;
+        if let Err(e) = pier_bpf::unpin_all(&self.pin_dir()) {
+            errors.push(e.to_string());
+        }
+        if let Err(e) = std::fs::remove_dir(&self.cgroup) {
+            errors.push(format!("rmdir {}: {e}", self.cgroup.display()));
+        }
+        if let Err(e) = umount2(self.bpffs.path(), MntFlags::MNT_DETACH) {
+            errors.push(format!("umount {}: {e}", self.bpffs.path().display()));
+        }
+        if !errors.is_empty() && !thread::panicking() {
+            panic!("cleanup failed: {errors:?}");
+        }
+    }
+}
+
+/// This process's cgroup2 directory, from the `0::` line of /proc/self/cgroup.
+fn own_cgroup() -> PathBuf {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let rel = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a cgroup2 line");
+    Path::new(CGROUP2).join(rel.trim_start_matches('/'))
+}
+
+fn move_self(cgroup: &Path) -> io::Result<()> {
+    std::fs::write(cgroup.join("cgroup.procs"), std::process::id().to_string())
+}
+
+/// A port that is free now (bound and released).
+fn free_port() -> u16 {
+    TcpListener::bind((LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn tcp_echo_server() -> u16 {
+    let listener = TcpListener::bind((LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            let mut buf = [0u8; 64];
+            while let Ok(n @ 1..) = conn.read(&mut buf) {
+                if conn.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    port
+}
+
+fn udp_echo_server() -> u16 {
+    let sock = UdpSocket::bind((LOCALHOST, 0)).unwrap();
+    let port = sock.local_addr().unwrap().port();
+    thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let _ = sock.send_to(&buf[..n], from);
+        }
+    });
+    port
+}
+
+fn tcp_echo(addr: SocketAddrV4) -> io::Result<TcpStream> {
+    let mut conn = TcpStream::connect(addr)?;
+    conn.write_all(b"ping")?;
+    let mut buf = [0u8; 4];
+    conn.read_exact(&mut buf)?;
+    assert_eq!(&buf, b"ping");
+    Ok(conn)
+}
+
+#[test]
+fn published_port_redirects_only_inside_the_cgroup() {
+    if !privileged() {
+        return;
+    }
+    let fx = Fixture::new("tcp");
+    let publisher = fx.publisher();
+    let (a, b) = (free_port(), tcp_echo_server());
+    let published = SocketAddrV4::new(LOCALHOST, a);
+    let m = Mapping {
+        proto: Proto::Tcp,
+        host: published,
+        target: SocketAddrV4::new(LOCALHOST, b),
+    };
+    publisher.publish(&m).unwrap();
+    assert!(matches!(
+        publisher.publish(&m),
+        Err(pier_bpf::Error::AlreadyPublished { .. })
+    ));
+
+    // Outside the test cgroup nothing is redirected: nobody listens on A.
+    let outside = TcpStream::connect(published).map(|_| ()).unwrap_err();
+    assert_eq!(outside.kind(), io::ErrorKind::ConnectionRefused);
+
+    fx.enter();
+    let conn = tcp_echo(published).expect("connect to the published port reaches the server");
+    assert_eq!(
+        conn.peer_addr().unwrap(),
+        published.into(),
+        "getpeername shows what was dialled"
+    );
+    let bind = TcpListener::bind(published).map(|_| ()).unwrap_err();
+    assert_eq!(
+        bind.raw_os_error(),
+        Some(nix::libc::EPERM),
+        "bind of a published port"
+    );
+    let unpublished_bind = TcpListener::bind((LOCALHOST, 0));
+    assert!(unpublished_bind.is_ok(), "other binds are untouched");
+
+    publisher.unpublish(&m).unwrap();
+    let after = TcpStream::connect(published).map(|_| ()).unwrap_err();
+    assert_eq!(after.kind(), io::ErrorKind::ConnectionRefused);
+    fx.leave();
+}
+
+#[test]
+fn udp_datagrams_are_redirected_and_answered_from_the_published_address() {
+    if !privileged() {
+        return;
+    }
+    let fx = Fixture::new("udp");
+    let publisher = fx.publisher();
+    let (a, b) = (free_port(), udp_echo_server());
+    let published = SocketAddrV4::new(LOCALHOST, a);
+    let m = Mapping {
+        proto: Proto::Udp,
+        host: published,
+        target: SocketAddrV4::new(LOCALHOST, b),
+    };
+    publisher.publish(&m).unwrap();
+
+    fx.enter();
+    let sock = UdpSocket::bind((LOCALHOST, 0)).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    sock.send_to(b"ping", published).unwrap();
+    let mut buf = [0u8; 8];
+    let (n, from) = sock.recv_from(&mut buf).expect("the echo server answers");
+    assert_eq!(&buf[..n], b"ping");
+    assert_eq!(
+        from,
+        published.into(),
+        "recvmsg shows the published address as the sender"
+    );
+
+    let connected = UdpSocket::bind((LOCALHOST, 0)).unwrap();
+    connected
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    connected.connect(published).unwrap();
+    assert_eq!(connected.peer_addr().unwrap(), published.into());
+    connected.send(b"pong").unwrap();
+    let n = connected
+        .recv(&mut buf)
+        .expect("a connected UDP socket gets the answer");
+    assert_eq!(&buf[..n], b"pong");
+    fx.leave();
+}
