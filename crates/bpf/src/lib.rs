@@ -1,8 +1,10 @@
 //! pier-bpf: socket-level port publishing with eBPF (the `ebpf` publish engine's kernel half).
 //!
-//! Theory of operation: one BPF object (`src/bpf/publish.bpf.c`) holds five cgroup sock_addr programs
-//! (connect4, sendmsg4, recvmsg4, getpeername4, bind4) and the hash map `pier_publish`, keyed by
-//! (host address or 0 for the wildcard, host port, protocol) with the container's (address, port) as value.
+//! Theory of operation: one BPF object (`src/bpf/publish.bpf.c`) holds ten cgroup sock_addr programs
+//! (connect, sendmsg, recvmsg, getpeername, bind; each for IPv4 and IPv6) and the hash map `pier_publish`,
+//! keyed by (host address or all-zero for the wildcard, host port, protocol) with the container's
+//! (address, port) as value. Addresses are 16 bytes, IPv4 in v4-mapped form, so an IPv6 client reaches an
+//! IPv4 container through the same entry; the wildcard matches loopback destinations only.
 //! The programs rewrite a published destination inside connect(2)/sendmsg(2), before routing, translate
 //! it back for getpeername(2)/recvmsg(2), and refuse a host bind(2) of a published port. They are loaded and
 //! pinned ONCE ([`Programs::load_and_pin`], production pin dir [`PIN_DIR`]); attaching to a cgroup2 directory
@@ -21,7 +23,7 @@
 
 use std::fs::File;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -35,13 +37,6 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/pier";
 pub const PUBLISH_MAP: &str = "pier_publish";
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/publish.bpf.o"));
-const PROGRAMS: &[&str] = &[
-    "pier_connect4",
-    "pier_sendmsg4",
-    "pier_recvmsg4",
-    "pier_getpeername4",
-    "pier_bind4",
-];
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 const BPF_FS_MAGIC: FsType = FsType(0xcafe4a11);
@@ -69,8 +64,6 @@ pub enum Error {
         path: PathBuf,
         source: libbpf_rs::Error,
     },
-    #[error("program {program} missing from the BPF object")]
-    MissingProgram { program: String },
     #[error("opening cgroup2 directory {path}: {source}")]
     OpenCgroup { path: PathBuf, source: io::Error },
     #[error("attaching program {program} to cgroup {path}: {source}")]
@@ -100,20 +93,20 @@ pub enum Error {
     },
     #[error("port {host} ({proto}) is already published in map {map}")]
     AlreadyPublished {
-        host: SocketAddrV4,
+        host: SocketAddr,
         proto: Proto,
         map: String,
     },
     #[error("updating map {map} for {host} ({proto}): {source}")]
     Update {
-        host: SocketAddrV4,
+        host: SocketAddr,
         proto: Proto,
         map: String,
         source: libbpf_rs::Error,
     },
     #[error("deleting {host} ({proto}) from map {map}: {source}")]
     Delete {
-        host: SocketAddrV4,
+        host: SocketAddr,
         proto: Proto,
         map: String,
         source: libbpf_rs::Error,
@@ -138,32 +131,44 @@ impl std::fmt::Display for Proto {
     }
 }
 
-/// One published port: clients dialling `host` (address 0.0.0.0 = any loopback address) reach `target`.
+/// One published port: clients dialling `host` reach `target`. A host address of 0.0.0.0 or :: is the
+/// wildcard: any loopback address (127.0.0.0/8, ::1) of either family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapping {
     pub proto: Proto,
-    pub host: SocketAddrV4,
-    pub target: SocketAddrV4,
+    pub host: SocketAddr,
+    pub target: SocketAddr,
+}
+
+/// A map address: 16 bytes, IPv4 v4-mapped, the wildcard all zeros.
+fn map_addr(ip: IpAddr) -> [u8; 16] {
+    if ip.is_unspecified() {
+        return [0; 16];
+    }
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
 }
 
 impl Mapping {
-    /// The map key: struct pier_key { u32 addr; u16 port; u8 proto; u8 pad }, network byte order.
-    fn key(&self) -> [u8; 8] {
-        let mut k = [0u8; 8];
-        k[..4].copy_from_slice(&self.host.ip().octets());
-        k[4..6].copy_from_slice(&self.host.port().to_be_bytes());
-        k[6] = match self.proto {
+    /// The map key: struct pier_key { u8 addr[16]; u16 port; u8 proto; u8 pad }, network byte order.
+    fn key(&self) -> [u8; 20] {
+        let mut k = [0u8; 20];
+        k[..16].copy_from_slice(&map_addr(self.host.ip()));
+        k[16..18].copy_from_slice(&self.host.port().to_be_bytes());
+        k[18] = match self.proto {
             Proto::Tcp => IPPROTO_TCP,
             Proto::Udp => IPPROTO_UDP,
         };
         k
     }
 
-    /// The map value: struct pier_target { u32 addr; u16 port; u16 pad }, network byte order.
-    fn value(&self) -> [u8; 8] {
-        let mut v = [0u8; 8];
-        v[..4].copy_from_slice(&self.target.ip().octets());
-        v[4..6].copy_from_slice(&self.target.port().to_be_bytes());
+    /// The map value: struct pier_target { u8 addr[16]; u16 port; u16 pad }, network byte order.
+    fn value(&self) -> [u8; 20] {
+        let mut v = [0u8; 20];
+        v[..16].copy_from_slice(&map_addr(self.target.ip()));
+        v[16..18].copy_from_slice(&self.target.port().to_be_bytes());
         v
     }
 }
@@ -226,15 +231,9 @@ impl Programs {
             path: cgroup_dir.to_owned(),
             source,
         })?;
-        for name in PROGRAMS {
-            let program = (*name).to_owned();
-            let prog = self
-                .object
-                .progs_mut()
-                .find(|p| p.name() == *name)
-                .ok_or_else(|| Error::MissingProgram {
-                    program: program.clone(),
-                })?;
+        for prog in self.object.progs_mut() {
+            let name = prog.name().to_string_lossy();
+            let program = name.clone().into_owned();
             let mut link =
                 prog.attach_cgroup(cgroup.as_raw_fd())
                     .map_err(|source| Error::Attach {
@@ -242,7 +241,7 @@ impl Programs {
                         path: cgroup_dir.to_owned(),
                         source,
                     })?;
-            let path = link_pin(&self.pin_dir, name);
+            let path = link_pin(&self.pin_dir, &name);
             link.pin(&path).map_err(|source| Error::PinLink {
                 program,
                 path,
@@ -258,19 +257,35 @@ impl Programs {
     }
 }
 
+const LINK_PREFIX: &str = "link-";
+
 fn link_pin(pin_dir: &Path, program: &str) -> PathBuf {
-    pin_dir.join(format!("link-{program}"))
+    pin_dir.join(format!("{LINK_PREFIX}{program}"))
+}
+
+/// The pins under `pin_dir` (empty if it does not exist).
+fn pins(pin_dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    match std::fs::read_dir(pin_dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(Error::PinDir {
+            path: pin_dir.to_owned(),
+            source,
+        }),
+        Ok(entries) => Ok(entries.filter_map(|e| e.ok().map(|e| e.path())).collect()),
+    }
+}
+
+fn is_link_pin(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(LINK_PREFIX))
 }
 
 /// Detach the programs attached with [`Programs::attach`] under `pin_dir` and remove their link pins.
 /// Keeps going past failures and returns the first one.
 pub fn detach(pin_dir: &Path) -> Result<(), Error> {
     let mut first = Ok(());
-    for name in PROGRAMS {
-        let path = link_pin(pin_dir, name);
-        if !path.exists() {
-            continue;
-        }
+    for path in pins(pin_dir)?.into_iter().filter(|p| is_link_pin(p)) {
         let res = Link::open(&path)
             .and_then(|mut link| {
                 link.detach()?;
@@ -285,21 +300,22 @@ pub fn detach(pin_dir: &Path) -> Result<(), Error> {
     first
 }
 
-/// Remove every pin (links, programs, maps) under `pin_dir`, detaching first. The kernel frees the objects
-/// once no pin, link or fd refers to them.
+/// Detach, then remove every pin (programs, maps) and `pin_dir` itself. The kernel frees the objects once
+/// no pin, link or fd refers to them. Keeps going past failures and returns the first one.
 pub fn unpin_all(pin_dir: &Path) -> Result<(), Error> {
     let mut first = detach(pin_dir);
-    let maps = [PUBLISH_MAP, "pier_orig"];
-    for name in PROGRAMS.iter().chain(maps.iter()) {
-        let path = pin_dir.join(name);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                first = first.and(Err(Error::Unpin { path, source: e }));
-            }
-            _ => {}
+    for path in pins(pin_dir)? {
+        if let Err(source) = std::fs::remove_file(&path) {
+            first = first.and(Err(Error::Unpin { path, source }));
         }
     }
-    first
+    match std::fs::remove_dir(pin_dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => first.and(Err(Error::Unpin {
+            path: pin_dir.to_owned(),
+            source: e,
+        })),
+        _ => first,
+    }
 }
 
 /// Publishes and unpublishes ports as updates of the pinned map (usable from any process).
@@ -386,13 +402,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_and_value_are_network_order() {
+    fn key_and_value_are_network_order_v4_mapped() {
         let m = Mapping {
             proto: Proto::Udp,
             host: "127.0.0.1:8080".parse().unwrap(),
             target: "198.18.0.2:80".parse().unwrap(),
         };
-        assert_eq!(m.key(), [127, 0, 0, 1, 0x1f, 0x90, 17, 0]);
-        assert_eq!(m.value(), [198, 18, 0, 2, 0, 80, 0, 0]);
+        let mut key = [0u8; 20];
+        key[10..16].copy_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
+        key[16..19].copy_from_slice(&[0x1f, 0x90, 17]);
+        assert_eq!(m.key(), key);
+        let mut value = [0u8; 20];
+        value[10..18].copy_from_slice(&[0xff, 0xff, 198, 18, 0, 2, 0, 80]);
+        assert_eq!(m.value(), value);
+    }
+
+    #[test]
+    fn wildcards_of_both_families_are_the_same_key() {
+        let target = "198.18.0.2:80".parse().unwrap();
+        let v4 = Mapping {
+            proto: Proto::Tcp,
+            host: "0.0.0.0:80".parse().unwrap(),
+            target,
+        };
+        let v6 = Mapping {
+            proto: Proto::Tcp,
+            host: "[::]:80".parse().unwrap(),
+            target,
+        };
+        assert_eq!(v4.key(), v6.key());
+        assert_eq!(&v4.key()[..16], &[0u8; 16]);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Theory: the programs are loaded and pinned on a private bpffs mounted on a temp dir, and attached to a
 //! child cgroup2 directory of the test's own (`/sys/fs/cgroup/unified/pier-test-<pid>`), so nothing outside
-//! the test is affected. Echo servers listen on 127.0.0.1:B (TCP and UDP); 127.0.0.1:A is published to B.
+//! the test is affected. Echo servers listen on 127.0.0.1:B (TCP and UDP); 127.0.0.1:A, [::1]:A or the
+//! wildcard :A is published to B.
 //! The test process itself is the client: it moves into the test cgroup (cgroup.procs) for the redirected
 //! checks and stays in its original cgroup for the scoping check. Everything is undone by `Fixture`'s drop,
 //! also when an assertion fails: back to the original cgroup, detach and unpin, rmdir the cgroup, unmount.
@@ -10,7 +11,9 @@
 //! Needs root, cgroup2 at /sys/fs/cgroup/unified and BTF. Skips without root unless CI=true.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{
+    Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpListener, TcpStream, UdpSocket,
+};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::thread;
@@ -21,6 +24,8 @@ use pier_bpf::{Mapping, Programs, Proto, Publisher};
 const CGROUP2: &str = "/sys/fs/cgroup/unified";
 const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
 /// The tests move the whole process between cgroups: one at a time.
+/// No test may hang on a lost datagram or a silent peer.
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn privileged() -> bool {
@@ -143,12 +148,14 @@ fn tcp_echo_server() -> u16 {
     let port = listener.local_addr().unwrap().port();
     thread::spawn(move || {
         for mut conn in listener.incoming().map_while(Result::ok) {
-            let mut buf = [0u8; 64];
-            while let Ok(n @ 1..) = conn.read(&mut buf) {
-                if conn.write_all(&buf[..n]).is_err() {
-                    break;
+            thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                while let Ok(n @ 1..) = conn.read(&mut buf) {
+                    if conn.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
                 }
-            }
+            });
         }
     });
     port
@@ -166,8 +173,9 @@ fn udp_echo_server() -> u16 {
     port
 }
 
-fn tcp_echo(addr: SocketAddrV4) -> io::Result<TcpStream> {
+fn tcp_echo(addr: SocketAddr) -> io::Result<TcpStream> {
     let mut conn = TcpStream::connect(addr)?;
+    conn.set_read_timeout(Some(TIMEOUT))?;
     conn.write_all(b"ping")?;
     let mut buf = [0u8; 4];
     conn.read_exact(&mut buf)?;
@@ -186,8 +194,8 @@ fn published_port_redirects_only_inside_the_cgroup() {
     let published = SocketAddrV4::new(LOCALHOST, a);
     let m = Mapping {
         proto: Proto::Tcp,
-        host: published,
-        target: SocketAddrV4::new(LOCALHOST, b),
+        host: published.into(),
+        target: SocketAddrV4::new(LOCALHOST, b).into(),
     };
     publisher.publish(&m).unwrap();
     assert!(matches!(
@@ -200,7 +208,8 @@ fn published_port_redirects_only_inside_the_cgroup() {
     assert_eq!(outside.kind(), io::ErrorKind::ConnectionRefused);
 
     fx.enter();
-    let conn = tcp_echo(published).expect("connect to the published port reaches the server");
+    let conn =
+        tcp_echo(published.into()).expect("connect to the published port reaches the server");
     assert_eq!(
         conn.peer_addr().unwrap(),
         published.into(),
@@ -232,15 +241,14 @@ fn udp_datagrams_are_redirected_and_answered_from_the_published_address() {
     let published = SocketAddrV4::new(LOCALHOST, a);
     let m = Mapping {
         proto: Proto::Udp,
-        host: published,
-        target: SocketAddrV4::new(LOCALHOST, b),
+        host: published.into(),
+        target: SocketAddrV4::new(LOCALHOST, b).into(),
     };
     publisher.publish(&m).unwrap();
 
     fx.enter();
     let sock = UdpSocket::bind((LOCALHOST, 0)).unwrap();
-    sock.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
+    sock.set_read_timeout(Some(TIMEOUT)).unwrap();
     sock.send_to(b"ping", published).unwrap();
     let mut buf = [0u8; 8];
     let (n, from) = sock.recv_from(&mut buf).expect("the echo server answers");
@@ -252,9 +260,7 @@ fn udp_datagrams_are_redirected_and_answered_from_the_published_address() {
     );
 
     let connected = UdpSocket::bind((LOCALHOST, 0)).unwrap();
-    connected
-        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
+    connected.set_read_timeout(Some(TIMEOUT)).unwrap();
     connected.connect(published).unwrap();
     assert_eq!(connected.peer_addr().unwrap(), published.into());
     connected.send(b"pong").unwrap();
@@ -262,5 +268,72 @@ fn udp_datagrams_are_redirected_and_answered_from_the_published_address() {
         .recv(&mut buf)
         .expect("a connected UDP socket gets the answer");
     assert_eq!(&buf[..n], b"pong");
+    fx.leave();
+}
+
+#[test]
+fn ipv6_and_wildcard_clients_reach_an_ipv4_server() {
+    if !privileged() {
+        return;
+    }
+    let fx = Fixture::new("v6");
+    let publisher = fx.publisher();
+    let (a, b) = (free_port(), tcp_echo_server());
+    let target = SocketAddrV4::new(LOCALHOST, b).into();
+    let wildcard = Mapping {
+        proto: Proto::Tcp,
+        host: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a).into(),
+        target,
+    };
+    publisher.publish(&wildcard).unwrap();
+    let v6_wildcard = Mapping {
+        host: SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, a, 0, 0).into(),
+        ..wildcard
+    };
+    assert!(
+        matches!(
+            publisher.publish(&v6_wildcard),
+            Err(pier_bpf::Error::AlreadyPublished { .. })
+        ),
+        "0.0.0.0 and :: are one wildcard"
+    );
+
+    fx.enter();
+    let v4: SocketAddr = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 2), a).into();
+    let conn = tcp_echo(v4).expect("any 127/8 address matches the wildcard");
+    assert_eq!(conn.peer_addr().unwrap(), v4);
+    let v6: SocketAddr = SocketAddrV6::new(Ipv6Addr::LOCALHOST, a, 0, 0).into();
+    let conn = tcp_echo(v6).expect("an IPv6 client reaches the IPv4 server");
+    assert_eq!(conn.peer_addr().unwrap(), v6, "getpeername shows [::1]:A");
+    let bind = TcpListener::bind(v6_wildcard.host).map(|_| ()).unwrap_err();
+    assert_eq!(
+        bind.raw_os_error(),
+        Some(nix::libc::EPERM),
+        "bind of [::]:A"
+    );
+    let bind = TcpListener::bind(v6).map(|_| ()).unwrap_err();
+    assert_eq!(
+        bind.raw_os_error(),
+        Some(nix::libc::EPERM),
+        "bind of [::1]:A"
+    );
+    fx.leave();
+
+    publisher.unpublish(&wildcard).unwrap();
+    let v6_only = Mapping {
+        host: v6,
+        ..wildcard
+    };
+    publisher.publish(&v6_only).unwrap();
+    fx.enter();
+    assert!(tcp_echo(v6).is_ok(), "a [::1] publish serves IPv6 clients");
+    let v4_client = TcpStream::connect(SocketAddrV4::new(LOCALHOST, a))
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(
+        v4_client.kind(),
+        io::ErrorKind::ConnectionRefused,
+        "but not 127.0.0.1"
+    );
     fx.leave();
 }
