@@ -337,3 +337,42 @@ fn ipv6_and_wildcard_clients_reach_an_ipv4_server() {
     );
     fx.leave();
 }
+
+#[test]
+fn detach_stops_redirecting_and_pins_need_a_bpffs() {
+    if !privileged() {
+        return;
+    }
+    let fx = Fixture::new("detach");
+    let publisher = fx.publisher();
+    let (a, b) = (free_port(), tcp_echo_server());
+    let published: SocketAddr = SocketAddrV4::new(LOCALHOST, a).into();
+    let target = SocketAddrV4::new(LOCALHOST, b).into();
+    publisher
+        .publish(&Mapping {
+            proto: Proto::Tcp,
+            host: published,
+            target,
+        })
+        .unwrap();
+    fx.enter();
+    assert!(tcp_echo(published).is_ok(), "redirected while attached");
+    pier_bpf::detach(&fx.pin_dir()).unwrap();
+    let err = TcpStream::connect(published).map(|_| ()).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        io::ErrorKind::ConnectionRefused,
+        "no redirect after detach"
+    );
+    fx.leave();
+
+    let not_bpffs = tempfile::Builder::new()
+        .prefix("pier-test-pins-")
+        .tempdir()
+        .unwrap();
+    let err = Programs::load_and_pin(not_bpffs.path()).unwrap_err();
+    assert!(matches!(err, pier_bpf::Error::NotBpffs { .. }), "{err}");
+    assert!(err
+        .to_string()
+        .contains(&not_bpffs.path().display().to_string()));
+}
