@@ -269,6 +269,22 @@ fn udp_datagrams_are_redirected_and_answered_from_the_published_address() {
         .expect("a connected UDP socket gets the answer");
     assert_eq!(&buf[..n], b"pong");
     fx.leave();
+
+    // IPv6 client, IPv4 server: works for connected sockets (the kernel refuses a sendmsg6 rewrite to a
+    // v4-mapped address on unconnected ones).
+    let v6: SocketAddr = SocketAddrV6::new(Ipv6Addr::LOCALHOST, a, 0, 0).into();
+    publisher.publish(&Mapping { host: v6, ..m }).unwrap();
+    fx.enter();
+    let sock6 = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).unwrap();
+    sock6.set_read_timeout(Some(TIMEOUT)).unwrap();
+    sock6.connect(v6).unwrap();
+    assert_eq!(sock6.peer_addr().unwrap(), v6);
+    sock6.send(b"ping6").unwrap();
+    let n = sock6
+        .recv(&mut buf)
+        .expect("the IPv4 server answers the IPv6 client");
+    assert_eq!(&buf[..n], b"ping6");
+    fx.leave();
 }
 
 #[test]

@@ -17,6 +17,8 @@
  * (::ffff:a.b.c.d). That is also what a dual-stack IPv6 socket dials for an IPv4
  * peer, so an IPv6 client (::1) reaches an IPv4-only container through the same
  * entry. An IPv4 socket cannot reach an IPv6 target: such entries do not match it.
+ * Kernel limit: an unconnected IPv6 UDP socket whose sendmsg6 is rewritten to a
+ * v4-mapped target gets ENOTSUPP from the kernel; connected UDP (connect6) works.
  * The all-zero host address in a key is the wildcard. It matches only loopback
  * destinations (127.0.0.0/8, ::1; other host addresses are published as entries of
  * their own), so a wildcard publish of port 80 never captures a connection to a
