@@ -36,7 +36,7 @@ fn main() {
 }
 
 fn vmlinux_h(out: &Path) {
-    let output = Command::new("bpftool")
+    let output = Command::new(bpftool())
         .args(["btf", "dump", "file", VMLINUX_BTF, "format", "c"])
         .output()
         .unwrap_or_else(|e| {
@@ -49,6 +49,18 @@ fn vmlinux_h(out: &Path) {
         );
     }
     std::fs::write(out.join("vmlinux.h"), output.stdout).expect("write vmlinux.h into OUT_DIR");
+}
+
+/// Debian installs bpftool in /usr/sbin, which is not on a normal user's PATH.
+fn bpftool() -> PathBuf {
+    let sbin = Path::new("/usr/sbin/bpftool");
+    let on_path = env::var_os("PATH")
+        .is_some_and(|p| env::split_paths(&p).any(|d| d.join("bpftool").is_file()));
+    if on_path || !sbin.is_file() {
+        PathBuf::from("bpftool")
+    } else {
+        sbin.to_owned()
+    }
 }
 
 fn run(cmd: &mut Command) {
