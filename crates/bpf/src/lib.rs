@@ -19,6 +19,13 @@
 //! Why C: BPF programs in Rust (aya-ebpf) need nightly and rust-src; pier builds on stable, so the programs
 //! are C compiled by clang in build.rs and loaded with libbpf-rs's safe API (no `unsafe` here).
 //!
+//! Limits: the wildcard covers loopback only (the publish engine adds one entry per other host address);
+//! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; loopback matches
+//! and bind refusals apply to sockets of the host's network namespace (containers keep their own).
+//!
+//! Measured here (debug build, kernel 6.18): load+pin 12–14 ms, attach of all ten programs with pinned
+//! links ~0.5 ms, publish ~1.1 µs and unpublish ~0.7 µs per port (1,000 ports).
+//!
 //! Tests: `tests/priv_redirect.rs` (root; private bpffs and a `pier-test-` child cgroup).
 
 use std::fs::File;
