@@ -17,12 +17,13 @@ cd "$(dirname "$0")/.."
 #   docker.io podman containerd  real clients that drive pier as their runtime (tests)
 #   hyperfine       ad-hoc timing of whole commands
 #   iproute2 util-linux procps  ip, unshare, nsenter, ps used by tests and benchmarks
+#   nftables        the `nft` binary pier-net's nat engine drives
 #   clang           compiles pier-bpf's C eBPF programs (-target bpf) in its build.rs
 #   libbpf-dev      <bpf/bpf_helpers.h> for those programs
 #   bpftool         generates vmlinux.h from the kernel's BTF in pier-bpf's build.rs
 #   libelf-dev zlib1g-dev make  libbpf-sys builds its vendored libbpf with make (and pkg-config) against them
 PACKAGES=(gcc libc6-dev busybox-static crun runc libseccomp-dev pkg-config docker.io podman containerd hyperfine
-          iproute2 util-linux procps clang libbpf-dev bpftool libelf-dev zlib1g-dev make)
+          iproute2 util-linux procps nftables clang libbpf-dev bpftool libelf-dev zlib1g-dev make)
 
 need_root() {
     if [ "$(id -u)" != 0 ]; then
