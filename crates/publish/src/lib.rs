@@ -8,5 +8,6 @@
 //! Tests: unit and property tests beside the code; the proxy black-box through the binary in
 //! `crates/pier/tests/proxy_*.rs`.
 mod mapping;
+pub mod proxy;
 
 pub use mapping::{MappingError, PortMapping, PortRange, Protocol};
