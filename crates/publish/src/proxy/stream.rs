@@ -31,6 +31,15 @@ const CHUNK: usize = 1 << 16;
 /// Accepts per listener event, so a flood of connections cannot starve established ones.
 const ACCEPT_BATCH: usize = 64;
 
+/// Why a read from the socket into the pipe moved nothing.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// splice returned 0: end of stream, unless at the urgent mark
+    Zero,
+    /// splice returned EAGAIN: nothing to read, unless at the urgent mark
+    Again,
+}
+
 /// One way of a connection: its pipe and where it stands.
 #[derive(Debug)]
 struct Direction {
@@ -78,18 +87,22 @@ impl Direction {
             if self.eof {
                 return self.shut_down(to);
             }
-            match splice(from, None, &self.wr, None, CHUNK, flags) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.pending = n,
-                Err(Errno::EAGAIN)
-                    if tcp && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false) =>
-                {
-                    if !self.step_over_mark(from)? {
-                        return Ok(());
-                    }
+            let stopped = match splice(from, None, &self.wr, None, CHUNK, flags) {
+                Ok(0) => Stop::Zero,
+                Ok(n) => {
+                    self.pending = n;
+                    continue;
                 }
-                Err(Errno::EAGAIN) => return Ok(()),
+                Err(Errno::EAGAIN) => Stop::Again,
                 Err(e) => return Err(e),
+            };
+            // splice stops at the urgent mark, reporting EAGAIN, or 0 once a FIN is queued
+            // behind the mark; neither means what it says there.
+            let at_mark = tcp && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false);
+            match (at_mark, stopped) {
+                (true, _) if self.step_over_mark(from)? => {}
+                (true, _) | (false, Stop::Again) => return Ok(()),
+                (false, Stop::Zero) => self.eof = true,
             }
         }
     }
