@@ -92,3 +92,35 @@ fn sctp_works_or_is_refused_clearly() {
         assert_eq!(status, "1\nsctp is not available in this kernel");
     }
 }
+
+#[test]
+fn passed_listener_on_fd_4_is_used() {
+    let container = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cport = container.local_addr().unwrap().port().to_string();
+    let args = [
+        "-proto",
+        "tcp",
+        "-container-ip",
+        "127.0.0.1",
+        "-container-port",
+        &cport,
+    ];
+    let Some((mut proxy, port)) = Proxy::spawn_with_listener(&args) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "python3 is needed"
+        );
+        eprintln!("skipping passed_listener_on_fd_4_is_used: no python3 to pass fd 4");
+        return;
+    };
+    assert_eq!(proxy.status(), "0\n");
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (mut upstream, _) = container.accept().unwrap();
+    use std::io::{Read, Write};
+    conn.write_all(b"through fd 4").unwrap();
+    conn.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = String::new();
+    upstream.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "through fd 4");
+}

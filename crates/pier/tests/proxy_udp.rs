@@ -73,3 +73,36 @@ fn two_concurrent_clients_get_replies_from_the_published_address() {
     stopper.send_to(b"stop", container).unwrap();
     server.join().unwrap();
 }
+
+#[test]
+fn idle_flow_is_closed_and_the_next_datagram_opens_a_new_one() {
+    let (container, sources, server) = echo_server();
+    let port = free_udp_port().to_string();
+    let mut proxy = Proxy::spawn(&[
+        "-proto",
+        "udp",
+        "-host-ip",
+        "127.0.0.1",
+        "-host-port",
+        &port,
+        "-container-ip",
+        "127.0.0.1",
+        "-container-port",
+        &container.port().to_string(),
+        "-udp-idle-timeout",
+        "1",
+    ]);
+    assert_eq!(proxy.status(), "0\n");
+    let published: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    client("first", published);
+    let first = sources.recv_timeout(WAIT).unwrap();
+    // Past the 1 s timeout and the sweep after it (the loop sweeps every second).
+    thread::sleep(Duration::from_millis(2500));
+    while sources.try_recv().is_ok() {}
+    client("second", published);
+    let second = sources.recv_timeout(WAIT).unwrap();
+    assert_ne!(first, second, "the idle flow was reused");
+    let stopper = UdpSocket::bind("127.0.0.1:0").unwrap();
+    stopper.send_to(b"stop", container).unwrap();
+    server.join().unwrap();
+}

@@ -43,6 +43,45 @@ impl Proxy {
         }
     }
 
+    /// Starts `pier proxy -use-listen-fd ARGS` with a TCP listener on 127.0.0.1 passed as fd 4,
+    /// made by python3 as dockerd makes it; returns the proxy and the listener's port, or `None`
+    /// without python3.
+    pub fn spawn_with_listener(args: &[&str]) -> Option<(Proxy, u16)> {
+        const PASS: &str = "import os, socket, sys\n\
+s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+os.dup2(s.fileno(), 4); os.set_inheritable(4, True); print(s.getsockname()[1], flush=True)\n\
+os.execv(sys.argv[1], sys.argv[1:])";
+        let dir = tempfile::Builder::new()
+            .prefix("pier-test-proxy")
+            .tempdir()
+            .unwrap();
+        let status = dir.path().join("status");
+        let spawned = Command::new("sh")
+            .arg("-c")
+            .arg("status=$1; shift; exec python3 -c \"$0\" \"$@\" 3>\"$status\"")
+            .arg(PASS)
+            .arg(&status)
+            .arg(env!("CARGO_BIN_EXE_pier"))
+            .args(["proxy", "-use-listen-fd"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = spawned.expect("spawning sh for python3 and pier proxy");
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let proxy = Proxy {
+            child,
+            status,
+            _dir: dir,
+        };
+        Some((proxy, line.trim().parse().ok()?))
+    }
+
     /// Starts a TCP or UDP proxy from 127.0.0.1:`host_port` to `container` and waits for "0\n".
     pub fn ready(proto: &str, host_port: u16, container: SocketAddr) -> Proxy {
         let mut proxy = Proxy::spawn(&[
