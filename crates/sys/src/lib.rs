@@ -15,6 +15,7 @@ pub mod caps;
 pub mod cgroup;
 pub mod clone;
 pub mod mount;
+pub mod net;
 pub mod pidfd;
 pub mod process;
 pub mod seccomp;

@@ -21,6 +21,7 @@ mod features;
 mod kill;
 mod list;
 mod pause;
+mod proxy;
 mod ps;
 mod resume;
 mod run;
@@ -149,6 +150,7 @@ enum Command {
     Resume(resume::Args),
     Update(update::Args),
     Bench(bench::Args),
+    Proxy(proxy::Args),
 }
 
 /// Parses the command line and runs the verb; returns the process exit code.
@@ -208,6 +210,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Resume(args) => resume::run(args, &rt),
         Command::Update(args) => update::run(args, &rt),
         Command::Bench(args) => bench::run(args),
+        Command::Proxy(args) => proxy::run(args),
     }
 }
 
