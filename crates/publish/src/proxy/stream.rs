@@ -3,17 +3,19 @@
 //! Theory of operation: each connection holds the client and upstream sockets and one
 //! [`Direction`] per way, a non-blocking pipe that bytes cross with splice(2) (socket -> pipe ->
 //! socket, no user copy). Both sockets are registered edge-triggered for IN, OUT, RDHUP and PRI,
-//! and any event on either runs [`Conn::pump`], which moves each direction until the kernel
-//! says EAGAIN, so no edge is ever lost. A direction reads only when its pipe is empty and asks
-//! for at most the pipe's capacity, so EAGAIN from a read always means "socket empty".
+//! and an event on one side moves the way reading from it (when readable) and the way writing
+//! to it (only when that way had blocked), each until the kernel says EAGAIN, so no edge is
+//! lost and no syscall is spent on the idle way. A direction reads only when its pipe is empty
+//! and asks for at most the pipe's capacity, so EAGAIN from a read always means "socket empty".
 //!
 //! States of a direction: reading -> (EOF read) -> flushing -> shut (SHUT_WR sent to the far
 //! side); the connection closes when both directions are shut, or at the first hard error.
 //!
-//! Urgent data (TCP only): with SO_OOBINLINE off, reads and splice stop at the urgent mark. When
-//! a read returns EAGAIN at the mark (SIOCATMARK), the urgent byte is taken with recv(MSG_OOB),
-//! and one ordinary recv steps over the mark into the (empty) pipe; the urgent byte is sent with
-//! MSG_OOB before that data, so the peer sees it at the same place in the stream.
+//! Urgent data (TCP only): with SO_OOBINLINE off, reads and splice stop at the urgent mark
+//! (EAGAIN, or 0 when a FIN is queued). After EPOLLPRI, a read that stops asks SIOCATMARK; at
+//! the mark, the urgent byte is taken with recv(MSG_OOB) and one ordinary recv steps over the
+//! mark into the (empty) pipe; the urgent byte is sent with MSG_OOB before that data, so the
+//! peer sees it at the same place in the stream.
 //!
 //! Privileges: none beyond the listener's. Tests: `crates/pier/tests/proxy_tcp.rs`.
 use super::{socket, ProxyError};
@@ -51,6 +53,11 @@ struct Direction {
     urgent: Option<u8>,
     eof: bool,
     shut: bool,
+    /// The last pump stopped because the far side could not take more (wait for EPOLLOUT).
+    blocked: bool,
+    /// EPOLLPRI was seen on the source and its mark not yet passed: reads that stop early
+    /// must ask SIOCATMARK (only then, to keep that syscall off the common path).
+    maybe_urgent: bool,
 }
 
 impl Direction {
@@ -63,30 +70,23 @@ impl Direction {
             urgent: None,
             eof: false,
             shut: false,
+            blocked: false,
+            maybe_urgent: false,
         })
     }
 
     /// Moves bytes from `from` to `to` until either blocks; shuts `to` after EOF and the flush.
     fn pump(&mut self, from: &OwnedFd, to: &OwnedFd, tcp: bool) -> nix::Result<()> {
-        let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+        self.blocked = false;
         loop {
-            if let Some(byte) = self.urgent {
-                match sock::send(to.as_raw_fd(), &[byte], MsgFlags::MSG_OOB) {
-                    Ok(_) => self.urgent = None,
-                    Err(Errno::EAGAIN) => return Ok(()),
-                    Err(e) => return Err(e),
-                }
-            }
-            while self.pending > 0 {
-                match splice(&self.rd, None, to, None, self.pending, flags) {
-                    Ok(n) => self.pending -= n,
-                    Err(Errno::EAGAIN) => return Ok(()),
-                    Err(e) => return Err(e),
-                }
+            if !self.flush(to)? {
+                self.blocked = true;
+                return Ok(());
             }
             if self.eof {
                 return self.shut_down(to);
             }
+            let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
             let stopped = match splice(from, None, &self.wr, None, CHUNK, flags) {
                 Ok(0) => Stop::Zero,
                 Ok(n) => {
@@ -98,7 +98,8 @@ impl Direction {
             };
             // splice stops at the urgent mark, reporting EAGAIN, or 0 once a FIN is queued
             // behind the mark; neither means what it says there.
-            let at_mark = tcp && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false);
+            let at_mark =
+                tcp && self.maybe_urgent && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false);
             match (at_mark, stopped) {
                 (true, _) if self.step_over_mark(from)? => {}
                 (true, _) | (false, Stop::Again) => return Ok(()),
@@ -107,9 +108,30 @@ impl Direction {
         }
     }
 
+    /// Sends the pending urgent byte, then the pipe; false when `to` cannot take more.
+    fn flush(&mut self, to: &OwnedFd) -> nix::Result<bool> {
+        if let Some(byte) = self.urgent {
+            match sock::send(to.as_raw_fd(), &[byte], MsgFlags::MSG_OOB) {
+                Ok(_) => self.urgent = None,
+                Err(Errno::EAGAIN) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
+        while self.pending > 0 {
+            match splice(&self.rd, None, to, None, self.pending, flags) {
+                Ok(n) => self.pending -= n,
+                Err(Errno::EAGAIN) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
     /// At the urgent mark: takes the urgent byte and reads past the mark into the empty pipe.
     /// Returns whether there is anything to send now.
     fn step_over_mark(&mut self, from: &OwnedFd) -> nix::Result<bool> {
+        self.maybe_urgent = false;
         let mut one = [0u8];
         match sock::recv(from.as_raw_fd(), &mut one, MsgFlags::MSG_OOB) {
             Ok(1) => self.urgent = Some(one[0]),
@@ -151,8 +173,31 @@ struct Conn {
 }
 
 impl Conn {
-    /// Moves both ways; true when the connection is finished.
-    fn pump(&mut self, tcp: bool) -> nix::Result<bool> {
+    /// Moves what an event on one side (the upstream's or the client's) allows: the way
+    /// reading from that side when it is readable, the way writing to it when that way was
+    /// blocked and the side is writable. True when the connection is finished.
+    fn pump(&mut self, upstream_side: bool, flags: EpollFlags, tcp: bool) -> nix::Result<bool> {
+        let readable = EpollFlags::EPOLLIN
+            | EpollFlags::EPOLLPRI
+            | EpollFlags::EPOLLRDHUP
+            | EpollFlags::EPOLLHUP
+            | EpollFlags::EPOLLERR;
+        let writable = EpollFlags::EPOLLOUT | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR;
+        let (reading, writing, near, far) = match upstream_side {
+            false => (&mut self.up, &mut self.down, &self.client, &self.upstream),
+            true => (&mut self.down, &mut self.up, &self.upstream, &self.client),
+        };
+        if flags.intersects(readable) {
+            reading.pump(near, far, tcp)?;
+        }
+        if flags.intersects(writable) && writing.blocked {
+            writing.pump(far, near, tcp)?;
+        }
+        Ok(self.up.shut && self.down.shut)
+    }
+
+    /// Moves both ways (once connected); true when the connection is finished.
+    fn pump_all(&mut self, tcp: bool) -> nix::Result<bool> {
         self.up.pump(&self.client, &self.upstream, tcp)?;
         self.down.pump(&self.upstream, &self.client, tcp)?;
         Ok(self.up.shut && self.down.shut)
@@ -282,7 +327,16 @@ impl Loop {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        if !conn.connected {
+        if flags.contains(EpollFlags::EPOLLPRI) {
+            // Recorded even before the upstream connects, when the edge is not acted on yet.
+            match token % 2 {
+                0 => conn.up.maybe_urgent = true,
+                _ => conn.down.maybe_urgent = true,
+            }
+        }
+        let result = if conn.connected {
+            conn.pump(token % 2 == 1, flags, tcp)
+        } else {
             let upstream_ready =
                 token % 2 == 1 && flags.intersects(EpollFlags::EPOLLOUT | EpollFlags::EPOLLERR);
             if !upstream_ready {
@@ -293,8 +347,10 @@ impl Loop {
                 Ok(errno) => return self.close(slot, Errno::from_raw(errno)),
                 Err(e) => return self.close(slot, e),
             }
-        }
-        match conn.pump(tcp) {
+            // The client's edges so far were not acted on: move both ways now.
+            conn.pump_all(tcp)
+        };
+        match result {
             Ok(false) => {}
             Ok(true) => self.close_quietly(slot),
             Err(e) => self.close(slot, e),
