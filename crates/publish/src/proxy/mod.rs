@@ -29,6 +29,7 @@ mod stream;
 mod udp;
 
 use crate::Protocol;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
@@ -79,6 +80,28 @@ pub enum ProxyError {
         thread: usize,
         source: std::io::Error,
     },
+}
+
+/// The epoll token of a loop's listening socket (connections and flows use their slot index).
+const LISTENER: u64 = u64::MAX;
+
+/// An event loop's epoll instance, already watching `listener` under [`LISTENER`].
+fn watch_listener(thread: usize, listener: &OwnedFd) -> Result<Epoll, ProxyError> {
+    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
+        .map_err(loop_error(thread, "creating epoll"))?;
+    epoll
+        .add(listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
+        .map_err(loop_error(thread, "watching the listener"))?;
+    Ok(epoll)
+}
+
+/// Names a failure of event loop `thread` at `step`.
+fn loop_error(thread: usize, step: &'static str) -> impl Fn(nix::Error) -> ProxyError {
+    move |source| ProxyError::EventLoop {
+        thread,
+        step,
+        source,
+    }
 }
 
 /// A forwarder whose listening sockets exist; [`Proxy::run`] starts forwarding.

@@ -18,16 +18,15 @@
 //! peer sees it at the same place in the stream.
 //!
 //! Privileges: none beyond the listener's. Tests: `crates/pier/tests/proxy_tcp.rs`.
-use super::{socket, ProxyError};
+use super::{loop_error, socket, watch_listener, ProxyError, LISTENER};
 use crate::Protocol;
 use nix::errno::Errno;
 use nix::fcntl::{splice, OFlag, SpliceFFlags};
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::socket::{self as sock, sockopt, MsgFlags, Shutdown};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-const LISTENER: u64 = u64::MAX;
 /// The default pipe capacity: one read never asks for more than an empty pipe holds.
 const CHUNK: usize = 1 << 16;
 /// Accepts per listener event, so a flood of connections cannot starve established ones.
@@ -222,17 +221,7 @@ pub fn run(
     container: SocketAddr,
     protocol: Protocol,
 ) -> Result<(), ProxyError> {
-    let failed = |step| {
-        move |source| ProxyError::EventLoop {
-            thread,
-            step,
-            source,
-        }
-    };
-    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(failed("creating epoll"))?;
-    epoll
-        .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
-        .map_err(failed("watching the listener"))?;
+    let epoll = watch_listener(thread, &listener)?;
     let mut state = Loop {
         epoll,
         listener: TcpListener::from(listener),
@@ -246,7 +235,7 @@ pub fn run(
         let n = match state.epoll.wait(&mut events, EpollTimeout::NONE) {
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(failed("waiting for events")(e)),
+            Err(e) => return Err(loop_error(thread, "waiting for events")(e)),
         };
         for event in &events[..n] {
             match event.data() {

@@ -12,17 +12,16 @@
 //! in docker-proxy; a specific `-host-ip` pins it.
 //!
 //! Privileges: none beyond the listener's. Tests: `crates/pier/tests/proxy_udp.rs`.
-use super::{socket, ProxyError};
+use super::{loop_error, socket, watch_listener, ProxyError, LISTENER};
 use crate::Protocol;
 use nix::errno::Errno;
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags, EpollTimeout};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-const LISTENER: u64 = u64::MAX;
 /// The longest wait between idle sweeps.
 const SWEEP_MS: u16 = 1000;
 
@@ -54,17 +53,7 @@ pub fn run(
     container: SocketAddr,
     idle: Duration,
 ) -> Result<(), ProxyError> {
-    let failed = |step| {
-        move |source| ProxyError::EventLoop {
-            thread,
-            step,
-            source,
-        }
-    };
-    let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(failed("creating epoll"))?;
-    epoll
-        .add(&listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
-        .map_err(failed("watching the listener"))?;
+    let epoll = watch_listener(thread, &listener)?;
     let mut state = Loop {
         epoll,
         listener: UdpSocket::from(listener),
@@ -81,7 +70,7 @@ pub fn run(
         let n = match state.epoll.wait(&mut events, EpollTimeout::from(SWEEP_MS)) {
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(failed("waiting for events")(e)),
+            Err(e) => return Err(loop_error(thread, "waiting for events")(e)),
         };
         for event in &events[..n] {
             match event.data() {
