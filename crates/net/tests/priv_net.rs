@@ -6,7 +6,7 @@
 //! are in 198.18.0.0/15 (IPv4) and 2001:2::/48 (IPv6), the benchmarking ranges.
 //! Needs root: skips with a reason outside CI, fails under CI=true.
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,27 +14,12 @@ use pier_net::netns::NetNs;
 use pier_net::pool;
 use pier_net::{IpvlanMode, NetError, Netlink, Route, Subnet};
 
+mod support;
+
+use support::{index, ip};
+
 fn privileged() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "priv_net needs root under CI"
-    );
-    eprintln!("skipping: priv_net needs root (creates network namespaces and links)");
-    false
-}
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-fn index(nl: &mut Netlink, name: &str) -> u32 {
-    nl.link_index(name)
-        .unwrap()
-        .unwrap_or_else(|| panic!("no link {name}"))
+    support::privileged("priv_net", "creates network namespaces and links")
 }
 
 /// `ip -o link show NAME` run from inside the namespace (a spawned child inherits it).

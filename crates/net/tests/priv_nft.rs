@@ -6,7 +6,7 @@
 //! thread inside the host namespace, so every table, rule and sysctl is that namespace's;
 //! dropping the namespaces' fds frees everything, also when an assertion fails. The host's own
 //! namespace is never touched. Needs root: skips with a reason outside CI, fails under CI=true.
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -14,27 +14,12 @@ use pier_net::netns::NetNs;
 use pier_net::nft::{Mapping, Proto, Table};
 use pier_net::{Netlink, Route};
 
+mod support;
+
+use support::{index, ip};
+
 fn privileged() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert_ne!(
-        std::env::var("CI").as_deref(),
-        Ok("true"),
-        "priv_nft needs root under CI"
-    );
-    eprintln!("skipping: priv_nft needs root (creates network namespaces and nftables tables)");
-    false
-}
-
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-fn index(nl: &mut Netlink, name: &str) -> u32 {
-    nl.link_index(name)
-        .unwrap()
-        .unwrap_or_else(|| panic!("no link {name}"))
+    support::privileged("priv_nft", "creates network namespaces and nftables tables")
 }
 
 struct Lab {
