@@ -145,28 +145,12 @@ fn detached_lifecycle(docker: &Docker) -> Result<(), String> {
         "sleep",
         "1000",
     ];
-    let started = docker.cmd(&args);
-    let result = (|| {
-        started.ok()?;
-        docker
-            .cmd(&["exec", name, "sh", "-c", "echo in-exec; exit 5"])
-            .expect(5, &["in-exec\n"])?;
-        docker.cmd(&["kill", name]).ok()?;
-        docker.cmd(&["wait", name]).expect(0, &["137"])?;
-        docker.cmd(&["rm", name]).ok()?;
-        let left = docker
-            .cmd(&["ps", "-aq", "--filter", &format!("name={name}")])
-            .ok()?;
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("container still listed after rm: {left}"))
-        }
-    })();
-    if result.is_err() {
-        docker.cmd(&["rm", "-f", name]);
-    }
-    result
+    clients::detached_lifecycle(
+        &|a| docker.cmd(a),
+        name,
+        docker.cmd(&args),
+        &["rm", "-f", name],
+    )
 }
 
 fn exec_terminal(docker: &Docker) -> Result<(), String> {

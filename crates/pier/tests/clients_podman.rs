@@ -148,28 +148,12 @@ fn podman_drives_the_runtime() {
 
 fn detached_lifecycle(podman: &Podman) -> Result<(), String> {
     let name = "pier-test-detached";
-    let started = podman.run_container(&["-d", "--name", name], &["sleep", "1000"]);
-    let result = (|| {
-        started.ok()?;
-        podman
-            .cmd(&["exec", name, "sh", "-c", "echo in-exec; exit 5"])
-            .expect(5, &["in-exec\n"])?;
-        podman.cmd(&["kill", name]).ok()?;
-        podman.cmd(&["wait", name]).expect(0, &["137"])?;
-        podman.cmd(&["rm", name]).ok()?;
-        let left = podman
-            .cmd(&["ps", "-aq", "--filter", &format!("name={name}")])
-            .ok()?;
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("container still listed after rm: {left}"))
-        }
-    })();
-    if result.is_err() {
-        podman.cmd(&["rm", "-f", "-t", "0", name]);
-    }
-    result
+    clients::detached_lifecycle(
+        &|a| podman.cmd(a),
+        name,
+        podman.run_container(&["-d", "--name", name], &["sleep", "1000"]),
+        &["rm", "-f", "-t", "0", name],
+    )
 }
 
 fn exec_terminal(podman: &Podman) -> Result<(), String> {

@@ -200,6 +200,35 @@ fn wait_with_deadline(child: &mut Child, deadline: Duration) -> (Option<i32>, bo
     }
 }
 
+/// The detached lifecycle both docker and podman speak with the same verbs: `started` is the
+/// `run -d --name NAME … sleep 1000` of container `name`; then `exec` with its exit code and
+/// output, `kill`, `wait` (137), `rm`, and the container no longer listed. `cli` runs one
+/// command of the client; on failure `force_rm` (the client's forced removal) is run.
+pub fn detached_lifecycle(
+    cli: &dyn Fn(&[&str]) -> Outcome,
+    name: &str,
+    started: Outcome,
+    force_rm: &[&str],
+) -> Result<(), String> {
+    let result = (|| {
+        started.ok()?;
+        cli(&["exec", name, "sh", "-c", "echo in-exec; exit 5"]).expect(5, &["in-exec\n"])?;
+        cli(&["kill", name]).ok()?;
+        cli(&["wait", name]).expect(0, &["137"])?;
+        cli(&["rm", name]).ok()?;
+        let left = cli(&["ps", "-aq", "--filter", &format!("name={name}")]).ok()?;
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("container still listed after rm: {left}"))
+        }
+    })();
+    if result.is_err() {
+        cli(force_rm);
+    }
+    result
+}
+
 /// Polls `probe` until it succeeds or `deadline` passes; returns the last error on timeout.
 pub fn wait_until<T>(
     deadline: Duration,
