@@ -21,6 +21,16 @@ enum Target<'a> {
     V2(&'a Path),
 }
 
+/// pids.max, which has the same name and syntax in v1 and v2 (`max` for a limit ≤ 0).
+fn pids_max(dir: &Path, limit: i64) -> Result<(), Error> {
+    let value = if limit > 0 {
+        limit.to_string()
+    } else {
+        "max".to_string()
+    };
+    write(dir, "pids.max", &value)
+}
+
 /// Applies every group `res` sets.
 pub fn apply(cg: &Cgroup, res: &LinuxResources) -> Result<(), Error> {
     if let Some(cpu) = res.cpu() {
@@ -46,10 +56,8 @@ pub fn apply(cg: &Cgroup, res: &LinuxResources) -> Result<(), Error> {
         }
     }
     if let Some(pids) = res.pids() {
-        match pick(cg, "pids", "linux.resources.pids")? {
-            Target::V1(d) => v1::pids(d, pids.limit())?,
-            Target::V2(d) => v2::pids(d, pids.limit())?,
-        }
+        let (Target::V1(d) | Target::V2(d)) = pick(cg, "pids", "linux.resources.pids")?;
+        pids_max(d, pids.limit())?;
     }
     if let Some(io) = res.block_io().as_ref().filter(|b| wants_io(b)) {
         match pick(cg, "blkio", "linux.resources.blockIO")? {

@@ -120,16 +120,6 @@ fn limits(dir: &Path, limit: Option<i64>, swap: Option<i64>) -> Result<(), Error
     }
 }
 
-/// pids.max (`max` for ≤ 0).
-pub fn pids(dir: &Path, limit: i64) -> Result<(), Error> {
-    let value = if limit > 0 {
-        limit.to_string()
-    } else {
-        "max".to_string()
-    };
-    write(dir, "pids.max", &value)
-}
-
 /// Weights (CFQ's blkio.weight or BFQ's blkio.bfq.weight) and throttles.
 pub fn blkio(dir: &Path, io: &LinuxBlockIo) -> Result<(), Error> {
     let bfq = !has(dir, "blkio.weight") && has(dir, "blkio.bfq.weight");

@@ -77,16 +77,6 @@ pub fn memory(dir: &Path, mem: &LinuxMemory) -> Result<(), Error> {
     Ok(())
 }
 
-/// pids.max (`max` for ≤ 0).
-pub fn pids(dir: &Path, limit: i64) -> Result<(), Error> {
-    let value = if limit > 0 {
-        limit.to_string()
-    } else {
-        "max".to_string()
-    };
-    write(dir, "pids.max", &value)
-}
-
 /// io.weight (or io.bfq.weight) and io.max.
 pub fn io(dir: &Path, io: &LinuxBlockIo) -> Result<(), Error> {
     let file = if has(dir, "io.bfq.weight") {
