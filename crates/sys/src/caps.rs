@@ -107,9 +107,7 @@ fn prctl(option: libc::c_int, arg2: libc::c_ulong, arg3: libc::c_ulong) -> io::R
     // SAFETY: the options used here (CAPBSET_*, CAP_AMBIENT) take integer arguments only and
     // touch no caller memory.
     let rc = unsafe { libc::prctl(option, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(rc)?;
     Ok(rc)
 }
 

@@ -19,3 +19,11 @@ pub mod net;
 pub mod pidfd;
 pub mod process;
 pub mod seccomp;
+
+/// The result of a raw syscall: a negative return is the failure whose errno is in `errno`.
+pub(crate) fn check<T: Copy + PartialOrd + Default>(rc: T) -> std::io::Result<T> {
+    if rc < T::default() {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(rc)
+}

@@ -83,9 +83,7 @@ pub fn open_tree<P: ?Sized + NixPath>(
         // it. `dirfd` is AT_FDCWD or a descriptor borrowed for the duration of the call.
         unsafe { libc::syscall(libc::SYS_open_tree, dirfd, p.as_ptr(), flags) }
     })?;
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     // SAFETY: on success open_tree returns a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
@@ -119,9 +117,7 @@ pub fn move_mount<P: ?Sized + NixPath>(
             )
         }
     })?;
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     Ok(())
 }
 
@@ -148,9 +144,7 @@ pub fn mount_setattr<P: ?Sized + NixPath>(
             )
         }
     })?;
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     Ok(())
 }
 

@@ -44,9 +44,7 @@ pub fn at_mark(sock: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: SIOCATMARK writes one int, which lives on the stack for the whole call; sock is
     // a valid open fd borrowed for the call.
     let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCATMARK, &mut at as *mut libc::c_int) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(rc)?;
     Ok(at != 0)
 }
 

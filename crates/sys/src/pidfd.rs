@@ -14,9 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 pub fn open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags by value and touches no memory of ours.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(fd)?;
     // SAFETY: on success the kernel returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
@@ -34,9 +32,7 @@ pub fn send_signal(pidfd: impl AsFd, signal: i32) -> io::Result<()> {
             0u32,
         )
     };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     Ok(())
 }
 

@@ -10,16 +10,10 @@
 //! RT ioprio and RT/deadline scheduling need CAP_SYS_NICE (or CAP_SYS_ADMIN); TIOCSCTTY needs a
 //! session leader without a controlling terminal.
 //! Tests: unit tests below; the effects in pier-runtime's `priv_process`.
+use crate::check;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-
-fn check(rc: libc::c_long) -> io::Result<libc::c_long> {
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(rc)
-}
 
 /// Joins a session keyring (`KEYCTL_JOIN_SESSION_KEYRING`): a new anonymous one when `name` is
 /// None, else the named one (created if the caller can find none); returns its serial number.
@@ -99,7 +93,7 @@ pub fn sched_setattr(attr: &SchedAttr) -> io::Result<()> {
 pub fn set_personality(persona: u32) -> io::Result<()> {
     // SAFETY: integer argument only.
     let rc = unsafe { libc::personality(libc::c_ulong::from(persona)) };
-    check(rc.into()).map(drop)
+    check(rc).map(drop)
 }
 
 /// Marks every fd >= `first` close-on-exec (`close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`),
@@ -108,7 +102,7 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: no fd is closed (only the FD_CLOEXEC flag is set), so no owner is invalidated.
     let rc =
         unsafe { libc::close_range(first, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
-    check(rc.into()).map(drop)
+    check(rc).map(drop)
 }
 
 /// Clears FD_CLOEXEC on fd number `fd` so it survives execve (fds the runtime was told to pass
@@ -117,14 +111,14 @@ pub fn clear_cloexec(fd: libc::c_int) -> io::Result<()> {
     // SAFETY: F_SETFD with 0 only changes the fd's close-on-exec flag; an fd number that is not
     // open yields EBADF; no memory is passed and no fd is closed or created.
     let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
-    check(rc.into()).map(drop)
+    check(rc).map(drop)
 }
 
 /// Makes the terminal `fd` the controlling terminal of the calling session leader (TIOCSCTTY).
 pub fn set_controlling_terminal(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal); fd is a valid open fd.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSCTTY, 0 as libc::c_int) };
-    check(rc.into()).map(drop)
+    check(rc).map(drop)
 }
 
 /// Sets the window size of the terminal `fd` (TIOCSWINSZ).
@@ -144,7 +138,7 @@ pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<(
             &size as *const libc::winsize,
         )
     };
-    check(rc.into()).map(drop)
+    check(rc).map(drop)
 }
 
 /// Opens a pidfd for `pid` (`pidfd_open(pid, 0)`); it polls readable when the process exits.

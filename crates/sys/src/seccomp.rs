@@ -78,9 +78,7 @@ fn seccomp_filter(filter: &[sock_filter], flags: u32) -> io::Result<Option<Owned
             &prog as *const libc::sock_fprog,
         )
     };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     if flags & FLAG_NEW_LISTENER == 0 {
         return Ok(None);
     }
@@ -137,9 +135,7 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<Notification> {
             &mut notif as *mut libc::seccomp_notif,
         )
     };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     Ok(Notification {
         id: notif.id,
         pid: notif.pid,
@@ -165,9 +161,7 @@ pub fn notif_respond(listener: BorrowedFd<'_>, id: u64, val: i64, error: i32) ->
             &mut resp as *mut libc::seccomp_notif_resp,
         )
     };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::check(ret)?;
     Ok(())
 }
 
