@@ -8,6 +8,7 @@
 //! Tests: unit and property tests beside the code; the proxy black-box through the binary in
 //! `crates/pier/tests/proxy_*.rs`.
 mod mapping;
+pub mod engine;
 pub mod proxy;
 
 pub use mapping::{MappingError, PortMapping, PortRange, Protocol};

@@ -15,7 +15,8 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 /// The transport protocol of a published port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Protocol {
     #[default]
     Tcp,
@@ -56,7 +57,7 @@ impl FromStr for Protocol {
 }
 
 /// An inclusive, non-empty range of ports in 1..=65535.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct PortRange {
     start: u16,
     end: u16,
@@ -102,7 +103,7 @@ impl fmt::Display for PortRange {
 }
 
 /// One `-p` argument: which host address and ports forward to which container ports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct PortMapping {
     /// The host address to listen on; `None` is every address.
     pub host_ip: Option<IpAddr>,
