@@ -22,8 +22,13 @@ cd "$(dirname "$0")/.."
 #   libbpf-dev      <bpf/bpf_helpers.h> for those programs
 #   bpftool         generates vmlinux.h from the kernel's BTF in pier-bpf's build.rs
 #   libelf-dev zlib1g-dev make  libbpf-sys builds its vendored libbpf with make (and pkg-config) against them
+#   wrk             the load generator of `pier bench net` and `bench scale`
+#   nginx libnginx-mod-stream haproxy  peer forwarders (`bench net` rows)
+#   iptables        Docker-style kernel NAT rows (`bench net`, `bench scale`)
+#   postgresql      `pier bench net --workload pg` (server and pgbench)
 PACKAGES=(gcc libc6-dev busybox-static crun runc libseccomp-dev pkg-config docker.io podman containerd hyperfine
-          iproute2 util-linux procps nftables clang libbpf-dev bpftool libelf-dev zlib1g-dev make)
+          iproute2 util-linux procps nftables clang libbpf-dev bpftool libelf-dev zlib1g-dev make
+          wrk nginx libnginx-mod-stream haproxy iptables postgresql)
 
 need_root() {
     if [ "$(id -u)" != 0 ]; then
