@@ -13,6 +13,7 @@
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use oci_spec::runtime::Mount;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::config::Rootfs;
 use crate::Paths;
@@ -228,12 +229,11 @@ fn skeleton(paths: &Paths) -> Result<PathBuf, RootfsError> {
     if dir.is_dir() {
         return Ok(dir);
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    static ATTEMPT: AtomicU32 = AtomicU32::new(0);
+    let attempt = ATTEMPT.fetch_add(1, Ordering::Relaxed);
     let tmp = paths
         .state_dir
-        .join(format!(".hostroot-{}-{nanos}", std::process::id()));
+        .join(format!(".hostroot-{}-{attempt}", std::process::id()));
     let built = build_skeleton(&tmp).and_then(|()| {
         std::fs::rename(&tmp, &dir).or_else(|e| match dir.is_dir() {
             true => Ok(()),
@@ -265,4 +265,83 @@ fn build_skeleton(tmp: &Path) -> Result<(), RootfsError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_option_separators_are_escaped() {
+        assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
+        assert_eq!(escape(Path::new("/plain/dir")), "/plain/dir");
+    }
+
+    #[test]
+    fn the_skeleton_copies_the_usr_merge_links_and_holds_mount_points() {
+        let state = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            state_dir: state.path().to_owned(),
+        };
+        let root = host_root(&paths).unwrap();
+        assert_eq!(root.root, paths.host_root());
+        assert!(root.readonly);
+        for name in USR_MERGE {
+            let (host, ours) = (Path::new("/").join(name), root.root.join(name));
+            if let Ok(target) = std::fs::read_link(&host) {
+                assert_eq!(std::fs::read_link(&ours).unwrap(), target, "{name}");
+            }
+        }
+        for name in EMPTY_DIRS.iter().chain(&["usr", "etc", "var"]) {
+            assert!(root.root.join(name).is_dir(), "{name}");
+        }
+        let dsts: Vec<&Path> = root
+            .mounts
+            .iter()
+            .map(|m| m.destination().as_path())
+            .collect();
+        for dst in ["/usr", "/etc", "/var", "/tmp", "/run", "/var/tmp"] {
+            assert!(dsts.contains(&Path::new(dst)), "{dst}");
+        }
+        let var = dsts.iter().position(|d| *d == Path::new("/var")).unwrap();
+        let var_tmp = dsts
+            .iter()
+            .position(|d| *d == Path::new("/var/tmp"))
+            .unwrap();
+        assert!(var < var_tmp, "/var/tmp is mounted on the /var bind");
+    }
+
+    #[test]
+    fn concurrent_first_runs_share_one_skeleton() {
+        let state = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            state_dir: state.path().to_owned(),
+        };
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let paths = paths.clone();
+                std::thread::spawn(move || host_root(&paths).map(|p| p.root))
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap().unwrap(), paths.host_root());
+        }
+        let entries: Vec<_> = std::fs::read_dir(state.path()).unwrap().flatten().collect();
+        assert_eq!(entries.len(), 1, "no temporary skeleton is left");
+    }
+
+    #[test]
+    fn release_of_nothing_is_fine() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true: needs root"
+            );
+            eprintln!("skipping: umount2 needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        release(dir.path()).unwrap();
+        release(&dir.path().join("never-made")).unwrap();
+    }
 }

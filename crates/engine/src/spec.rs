@@ -69,6 +69,11 @@ pub enum SpecError {
 
 /// The container's config.json.
 pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
+    if config.init && ctx.init_binary.is_none() {
+        return Err(SpecError::Invalid(
+            "--init: no init binary to bind at /dev/init (Context.init_binary)".into(),
+        ));
+    }
     let user = user::resolve(config.user.as_deref(), &ctx.root.etc_root)?;
     let caps = capabilities(&config.cap_add, &config.cap_drop, caller_bounding_set());
     let linux = json!({
@@ -77,7 +82,7 @@ pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
         "maskedPaths": MASKED_PATHS,
         "readonlyPaths": READONLY_PATHS,
         "devices": [],
-        "resources": resources(config),
+        "resources": resources(config, swap_accounting()),
         "sysctl": sysctls(&ctx.netns),
     });
     let mut spec = json!({
@@ -249,8 +254,9 @@ fn sysctls(netns: &NetNs) -> Value {
 }
 
 /// Docker's device cgroup rules (moby `oci.DefaultLinuxSpec`) and the limits asked for:
-/// `--cpus` as a CFS quota over a 100 ms period, `--memory`, `--pids-limit`.
-fn resources(config: &RunConfig) -> Value {
+/// `--cpus` as a CFS quota over a 100 ms period, `--memory` (with Docker's default swap where
+/// the host accounts swap), `--pids-limit`.
+fn resources(config: &RunConfig, swap_accounting: bool) -> Value {
     let rule = |allow: bool, major: i64, minor: i64| json!({"allow": allow, "type": "c", "major": major, "minor": minor, "access": "rwm"});
     let mut res = json!({"devices": [
         {"allow": false, "access": "rwm"},
@@ -267,11 +273,23 @@ fn resources(config: &RunConfig) -> Value {
     }
     if let Some(limit) = config.memory_bytes {
         res["memory"] = json!({"limit": limit});
+        if swap_accounting {
+            // Docker: without --memory-swap, as much swap as memory (memory+swap = 2 × limit).
+            res["memory"]["swap"] = json!(limit.saturating_mul(2));
+        }
     }
     if let Some(limit) = config.pids_limit {
         res["pids"] = json!({"limit": limit});
     }
     res
+}
+
+/// Whether cgroups account swap here (cgroup v1 `memory.memsw.*`, or a cgroup v2 memory
+/// controller), as dockerd checks before giving a container swap.
+fn swap_accounting() -> bool {
+    let v1 = Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes");
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers");
+    v1.exists() || v2.is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
 }
 
 /// Docker's CFS period for `--cpus`.
@@ -692,6 +710,27 @@ mod tests {
         assert!(plain["linux"]["resources"]
             .get("memory")
             .is_none_or(|m| m.is_null()));
+    }
+
+    #[test]
+    fn memory_gets_dockers_swap_where_swap_is_accounted() {
+        let c = config(|a| a.memory = Some("64m".into()));
+        assert_eq!(
+            resources(&c, true)["memory"],
+            json!({"limit": 64 << 20, "swap": 128 << 20})
+        );
+        assert_eq!(resources(&c, false)["memory"], json!({"limit": 64 << 20}));
+    }
+
+    #[test]
+    fn init_needs_a_binary() {
+        let etc = tempfile::tempdir().unwrap();
+        let mut ctx = context(etc.path());
+        ctx.init_binary = None;
+        let err = build(&config(|a| a.init = true), &ctx)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--init"), "{err}");
     }
 
     #[test]

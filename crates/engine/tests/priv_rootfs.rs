@@ -287,6 +287,26 @@ fn users_volumes_and_limits() {
         a.ulimit = vec!["nofile=512:1024".into()];
     });
     assert_eq!(code, 0);
+    // The limits as the container's own cgroups (v1 here, in its cgroup namespace) show them.
+    let v1 = Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists();
+    let limits = match v1 {
+        true => {
+            "set -e; cd /sys/fs/cgroup; test $(cat memory/memory.limit_in_bytes) = 67108864
+            test $(cat memory/memory.memsw.limit_in_bytes) = 134217728
+            test $(cat pids/pids.max) = 100; test $(cat cpu/cpu.cfs_quota_us) = 50000
+            test $(cat cpu/cpu.cfs_period_us) = 100000"
+        }
+        false => {
+            "set -e; cd /sys/fs/cgroup; test $(cat memory.max) = 67108864
+            test $(cat pids.max) = 100; test \"$(cat cpu.max)\" = '50000 100000'"
+        }
+    };
+    let code = f.run("limits", "host", limits, |a| {
+        a.memory = Some("64m".into());
+        a.pids_limit = Some(100);
+        a.cpus = Some("0.5".into());
+    });
+    assert_eq!(code, 0);
 }
 
 fn init_is_pid_1_and_passes_exits_and_signals() {
