@@ -1,15 +1,25 @@
 //! A container's root filesystem: the built-in `host` root or an overlay on a directory.
 //!
 //! Theory of operation: `host` uses one shared, read-only skeleton directory
-//! (`<state>/hostroot`: empty mount points and the /usr-merge symlinks, made once) and a list of
-//! spec mounts: the host's system directories bound read-only, private tmpfs on /tmp, /run and
-//! /var/tmp, and the container's generated /etc files; nothing is mounted on the host. A
-//! directory root becomes the lower layer of an overlay mounted on the host at
-//! `<container dir>/rootfs`, with `upper`/`work` beside it (no upper with `--read-only`), so the
-//! directory given is never changed. The mount point is fixed by the container directory, so
-//! [`release`] (unmount if mounted, remove the layers) needs no other record and is what teardown
-//! and crash recovery both call.
-//! Privileges: root (mount). Tests: crates/engine/tests/priv_rootfs.rs.
+//! (`<state>/hostroot`: empty mount points and the host's /usr-merge symlinks copied as they
+//! are) and a list of spec mounts: the host's /usr, /etc, /var (and /opt, /srv, /home, and the
+//! /usr-merge names where they are directories) bound read-only (not recursively: no other
+//! container's mounts under /var come along), private tmpfs on /tmp, /run and /var/tmp; the
+//! spec adds the container's generated /etc files. Nothing is mounted on the host and nothing
+//! is made per container: a run costs one stat of the skeleton and one per candidate name. The
+//! skeleton is built once under a unique temporary name and renamed into place, so 50 first
+//! runs at once agree on one. A directory root becomes the lower layer of an overlay mounted on
+//! the host at `<container dir>/rootfs`, with `upper`/`work` beside it, so the directory given
+//! is never changed (mount points the runtime creates land in `upper`); `--read-only` binds the
+//! directory itself read-only there instead (overlayfs needs two lower layers without an upper).
+//! The mount point is fixed by the container directory, so [`release`] (detach whatever is
+//! mounted there, remove the layers, `rmdir` the mount point — never a recursive removal that
+//! could reach the user's directory) needs no other record and is what teardown and crash
+//! recovery both call.
+//! Caveat: a volume or tmpfs destination that does not exist in the `host` root (say `/data`)
+//! is created by the runtime in the shared skeleton, where later containers see it empty.
+//! Privileges: root (mount). Tests: unit tests below (skeleton, concurrency);
+//! crates/engine/tests/priv_rootfs.rs (real containers on both kinds of root).
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use oci_spec::runtime::Mount;
 use std::path::{Path, PathBuf};
