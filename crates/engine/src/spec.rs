@@ -502,6 +502,63 @@ mod tests {
         mounts.iter().find(|m| m["destination"] == dst).unwrap()
     }
 
+    /// What dockerd 20.10 wrote for `docker run IMAGE sleep 100` (tests/data/README.md).
+    fn docker_written() -> Value {
+        serde_json::from_str(include_str!("../tests/data/docker-20.10-config.json")).unwrap()
+    }
+
+    #[test]
+    fn the_spec_carries_what_dockerd_writes() {
+        let docker = docker_written();
+        let ours = spec_json(
+            |a| a.command = vec!["sleep".into(), "100".into()],
+            |c| c.hostname = docker["hostname"].as_str().unwrap().into(),
+        );
+        let (dp, op) = (&docker["process"], &ours["process"]);
+        assert_eq!(op["args"], dp["args"]);
+        assert_eq!(op["cwd"], dp["cwd"]);
+        assert_eq!(
+            (&op["user"]["uid"], &op["user"]["gid"]),
+            (&dp["user"]["uid"], &dp["user"]["gid"])
+        );
+        let mut env = dp["env"].as_array().unwrap().clone();
+        env.push(json!("HOME=/root")); // runc's addition at exec; pier-runtime leaves it to us
+        assert_eq!(op["env"], json!(env));
+        let sorted = |v: &Value| {
+            let mut caps: Vec<String> = serde_json::from_value(v.clone()).unwrap();
+            caps.sort();
+            caps
+        };
+        for set in ["bounding", "effective", "permitted"] {
+            assert_eq!(
+                sorted(&op["capabilities"][set]),
+                sorted(&dp["capabilities"][set])
+            );
+        }
+        let (dm, om) = (
+            docker["mounts"].as_array().unwrap(),
+            ours["mounts"].as_array().unwrap(),
+        );
+        assert_eq!(om.len(), dm.len());
+        for (d, o) in dm.iter().zip(om) {
+            assert_eq!(
+                (&o["destination"], &o["type"], &o["options"]),
+                (&d["destination"], &d["type"], &d["options"])
+            );
+        }
+        let (dl, ol) = (&docker["linux"], &ours["linux"]);
+        for key in ["readonlyPaths", "sysctl"] {
+            assert_eq!(ol[key], dl[key], "{key}");
+        }
+        assert_eq!(ol["resources"]["devices"], dl["resources"]["devices"]);
+        let mut masked = dl["maskedPaths"].as_array().unwrap().clone();
+        masked.push(json!("/sys/devices/virtual/powercap")); // added by Docker 25
+        assert_eq!(ol["maskedPaths"], json!(masked));
+        let mut ns = dl["namespaces"].as_array().unwrap().clone();
+        ns.push(json!({"type": "cgroup"})); // dockerd's default on cgroup v2; pier's everywhere
+        assert_eq!(ol["namespaces"], json!(ns));
+    }
+
     #[test]
     fn dockers_default_capabilities_without_inheritable_or_ambient() {
         let caps = &default_spec()["process"]["capabilities"];
