@@ -62,6 +62,9 @@ pub enum SpecError {
     Invalid(String),
     #[error("seccomp profile {path}: {reason}")]
     Seccomp { path: PathBuf, reason: String },
+    /// `--init` without `Context.init_binary`.
+    #[error("--init: no init binary to bind at /dev/init")]
+    NoInitBinary,
     /// `-u`: the user or group is not in the root's /etc/passwd or /etc/group.
     #[error("-u {user}: {reason}")]
     User { user: String, reason: String },
@@ -70,9 +73,7 @@ pub enum SpecError {
 /// The container's config.json.
 pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
     if config.init && ctx.init_binary.is_none() {
-        return Err(SpecError::Invalid(
-            "--init: no init binary to bind at /dev/init (Context.init_binary)".into(),
-        ));
+        return Err(SpecError::NoInitBinary);
     }
     let user = user::resolve(config.user.as_deref(), &ctx.root.etc_root)?;
     let caps = capabilities(&config.cap_add, &config.cap_drop, caller_bounding_set());
