@@ -10,8 +10,11 @@
 //! skeleton is built once under a unique temporary name and renamed into place, so 50 first
 //! runs at once agree on one. A directory root becomes the lower layer of an overlay mounted on
 //! the host at `<container dir>/rootfs`, with `upper`/`work` beside it, so the directory given
-//! is never changed (mount points the runtime creates land in `upper`); `--read-only` binds the
-//! directory itself read-only there instead (overlayfs needs two lower layers without an upper).
+//! is never changed (mount points the runtime creates land in `upper`). `--read-only` keeps the
+//! upper layer and sets `root.readonly`, as Docker does: the runtime still creates the mount
+//! points the image lacks (/etc/resolv.conf, volume destinations) before it remounts the root
+//! read-only, where a root without an upper layer (a read-only bind) would make any missing one
+//! fail the container.
 //! The mount point is fixed by the container directory, so [`release`] (detach whatever is
 //! mounted there, remove the layers, `rmdir` the mount point — never a recursive removal that
 //! could reach the user's directory) needs no other record and is what teardown and crash
@@ -77,12 +80,8 @@ pub fn prepare(
 ) -> Result<Prepared, RootfsError> {
     match rootfs {
         Rootfs::Host => host_root(paths),
-        Rootfs::Dir(lower) => {
-            let root = match read_only {
-                true => bind_read_only(lower, container_dir),
-                false => overlay(lower, container_dir),
-            };
-            root.inspect_err(|_| {
+        Rootfs::Dir(lower) => overlay(lower, container_dir)
+            .inspect_err(|_| {
                 let _ = release(container_dir);
             })
             .map(|root| Prepared {
@@ -90,8 +89,7 @@ pub fn prepare(
                 readonly: read_only,
                 mounts: Vec::new(),
                 etc_root: lower.clone(),
-            })
-        }
+            }),
     }
 }
 
@@ -150,24 +148,6 @@ fn overlay(lower: &Path, container_dir: &Path) -> Result<PathBuf, RootfsError> {
         Some(data.as_str()),
     )
     .map_err(nix_err("mounting the overlay on", &root))?;
-    Ok(root)
-}
-
-/// `--read-only` on a directory: the directory itself, bound read-only at `rootfs`.
-fn bind_read_only(lower: &Path, container_dir: &Path) -> Result<PathBuf, RootfsError> {
-    let root = container_dir.join(ROOT);
-    std::fs::create_dir_all(&root).map_err(io_err("creating the mount point", &root))?;
-    mount(
-        Some(lower),
-        &root,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(nix_err("binding the root directory at", &root))?;
-    let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    mount(None::<&str>, &root, None::<&str>, ro, None::<&str>)
-        .map_err(nix_err("making the root read-only at", &root))?;
     Ok(root)
 }
 
