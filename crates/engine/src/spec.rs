@@ -58,8 +58,10 @@ pub struct Context {
 /// Why a spec could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// oci-spec refused the generated JSON (a bug in this file).
     #[error("{0}")]
     Invalid(String),
+    /// `seccomp=FILE` could not be read, converted or validated.
     #[error("seccomp profile {path}: {reason}")]
     Seccomp { path: PathBuf, reason: String },
     /// `--init` without `Context.init_binary`.
