@@ -496,20 +496,22 @@ fn parse_volume(spec: &str) -> Result<Volume, ConfigError> {
         }
         _ => return Err(invalid("-v", spec, "expected SRC:DST[:ro|rw]")),
     };
-    let source =
-        match source {
-            s if s.starts_with('/') => PathBuf::from(s),
-            // Docker's CLI (23+) makes `./dir` and `../dir` absolute.
-            s if s.starts_with('.') => std::fs::canonicalize(s)
-                .map_err(|e| invalid("-v", spec, format!("source {s}: {e}")))?,
-            s => return Err(invalid(
+    let source = match source {
+        s if s.starts_with('/') => PathBuf::from(s),
+        // Docker's CLI (23+) makes `./dir` and `../dir` absolute.
+        s if s.starts_with('.') => {
+            std::fs::canonicalize(s).map_err(|e| invalid("-v", spec, format!("source {s}: {e}")))?
+        }
+        s => {
+            return Err(invalid(
                 "-v",
                 spec,
                 format!(
                     "{s:?} is a named volume, which pier does not have: give an absolute host path"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     if let Err(e) = std::fs::metadata(&source) {
         return Err(invalid(
             "-v",
