@@ -21,6 +21,7 @@
 pub mod config;
 pub mod dns;
 pub mod engine;
+pub mod init;
 pub mod network;
 pub mod rootfs;
 pub mod spec;

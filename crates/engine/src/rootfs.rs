@@ -1,17 +1,32 @@
 //! A container's root filesystem: the built-in `host` root or an overlay on a directory.
 //!
 //! Theory of operation: `host` uses one shared, read-only skeleton directory
-//! (`<state>/hostroot`: empty mount points and the /usr-merge symlinks, made once) and a list of
-//! spec mounts: the host's system directories bound read-only, private tmpfs on /tmp, /run and
-//! /var/tmp, and the container's generated /etc files; nothing is mounted on the host. A
-//! directory root becomes the lower layer of an overlay mounted on the host at
-//! `<container dir>/rootfs`, with `upper`/`work` beside it (no upper with `--read-only`), so the
-//! directory given is never changed. The mount point is fixed by the container directory, so
-//! [`release`] (unmount if mounted, remove the layers) needs no other record and is what teardown
-//! and crash recovery both call.
-//! Privileges: root (mount). Tests: crates/engine/tests/priv_rootfs.rs.
+//! (`<state>/hostroot`: empty mount points and the host's /usr-merge symlinks copied as they
+//! are) and a list of spec mounts: the host's /usr, /etc, /var (and /opt, /srv, /home, and the
+//! /usr-merge names where they are directories) bound read-only (not recursively: no other
+//! container's mounts under /var come along), private tmpfs on /tmp, /run and /var/tmp; the
+//! spec adds the container's generated /etc files. Nothing is mounted on the host and nothing
+//! is made per container: a run costs one stat of the skeleton and one per candidate name. The
+//! skeleton is built once under a unique temporary name and renamed into place, so 50 first
+//! runs at once agree on one. A directory root becomes the lower layer of an overlay mounted on
+//! the host at `<container dir>/rootfs`, with `upper`/`work` beside it, so the directory given
+//! is never changed (mount points the runtime creates land in `upper`). `--read-only` keeps the
+//! upper layer and sets `root.readonly`, as Docker does: the runtime still creates the mount
+//! points the image lacks (/etc/resolv.conf, volume destinations) before it remounts the root
+//! read-only, where a root without an upper layer (a read-only bind) would make any missing one
+//! fail the container.
+//! The mount point is fixed by the container directory, so [`release`] (detach whatever is
+//! mounted there, remove the layers, `rmdir` the mount point — never a recursive removal that
+//! could reach the user's directory) needs no other record and is what teardown and crash
+//! recovery both call.
+//! Caveat: a volume or tmpfs destination that does not exist in the `host` root (say `/data`)
+//! is created by the runtime in the shared skeleton, where later containers see it empty.
+//! Privileges: root (mount). Tests: unit tests below (skeleton, concurrency);
+//! crates/engine/tests/priv_rootfs.rs (real containers on both kinds of root).
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use oci_spec::runtime::Mount;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::config::Rootfs;
 use crate::Paths;
@@ -25,6 +40,9 @@ pub struct Prepared {
     pub readonly: bool,
     /// Mounts the root needs (host directories for `host`), before the container's own.
     pub mounts: Vec<Mount>,
+    /// The directory whose `etc/passwd` and `etc/group` name the root's users (`/` for `host`,
+    /// the lower directory for a directory root).
+    pub etc_root: PathBuf,
 }
 
 /// Why a root filesystem could not be prepared.
@@ -38,6 +56,21 @@ pub enum RootfsError {
     },
 }
 
+fn io_err<'a>(
+    step: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> RootfsError + 'a {
+    move |source| RootfsError::Io {
+        step,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn nix_err<'a>(step: &'static str, path: &'a Path) -> impl FnOnce(nix::Error) -> RootfsError + 'a {
+    move |errno| io_err(step, path)(errno.into())
+}
+
 /// Prepares the root of the container whose directory is `container_dir`.
 pub fn prepare(
     paths: &Paths,
@@ -45,12 +78,260 @@ pub fn prepare(
     read_only: bool,
     container_dir: &Path,
 ) -> Result<Prepared, RootfsError> {
-    let _ = (paths, rootfs, read_only, container_dir);
-    todo!("engine-spec helper")
+    match rootfs {
+        Rootfs::Host => host_root(paths),
+        Rootfs::Dir(lower) => overlay(lower, container_dir)
+            .inspect_err(|_| {
+                let _ = release(container_dir);
+            })
+            .map(|root| Prepared {
+                root,
+                readonly: read_only,
+                mounts: Vec::new(),
+                etc_root: lower.clone(),
+            }),
+    }
 }
 
 /// Unmounts the overlay of `container_dir` if mounted and removes its layers (idempotent).
 pub fn release(container_dir: &Path) -> Result<(), RootfsError> {
-    let _ = container_dir;
-    todo!("engine-spec helper")
+    let root = container_dir.join(ROOT);
+    // Detach until nothing is mounted there: EINVAL = not a mount point, ENOENT = no directory.
+    loop {
+        match umount2(&root, MntFlags::MNT_DETACH) {
+            Ok(()) => continue,
+            Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => break,
+            Err(e) => return Err(nix_err("unmounting the root", &root)(e)),
+        }
+    }
+    for layer in [UPPER, WORK] {
+        let dir = container_dir.join(layer);
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_err("removing the layer", &dir)(e))
+            }
+            _ => {}
+        }
+    }
+    // remove_dir, never remove_dir_all: if the root were still mounted this must not recurse
+    // into the user's directory.
+    match std::fs::remove_dir(&root) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(io_err("removing the mount point", &root)(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Names inside the container directory.
+const ROOT: &str = "rootfs";
+const UPPER: &str = "upper";
+const WORK: &str = "work";
+
+/// overlay(lower = the directory, upper and work in the container directory) at `rootfs`.
+fn overlay(lower: &Path, container_dir: &Path) -> Result<PathBuf, RootfsError> {
+    let [root, upper, work] = [ROOT, UPPER, WORK].map(|d| container_dir.join(d));
+    for dir in [&root, &upper, &work] {
+        std::fs::create_dir_all(dir).map_err(io_err("creating the overlay directory", dir))?;
+    }
+    let data = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        escape(lower),
+        escape(&upper),
+        escape(&work)
+    );
+    mount(
+        Some("overlay"),
+        &root,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(data.as_str()),
+    )
+    .map_err(nix_err("mounting the overlay on", &root))?;
+    Ok(root)
+}
+
+/// Escapes the characters overlayfs's option parser splits on.
+fn escape(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, '\\' | ',' | ':') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The host's directories the `host` root binds read-only when present.
+const HOST_DIRS: [&str; 6] = ["usr", "etc", "var", "opt", "srv", "home"];
+/// The /usr-merge names: symlinks into /usr on Debian (copied as they are), directories on
+/// hosts without the merge (bound like the others).
+const USR_MERGE: [&str; 6] = ["bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+/// Empty mount points (and homes) of the skeleton.
+const EMPTY_DIRS: [&str; 7] = ["proc", "dev", "sys", "tmp", "run", "root", "mnt"];
+/// Private tmpfs of every `host` container: (destination, mode).
+const HOST_TMPFS: [(&str, &str); 3] = [("/tmp", "1777"), ("/run", "755"), ("/var/tmp", "1777")];
+
+/// The `host` root: the shared skeleton and its mounts. Nothing is mounted on the host.
+fn host_root(paths: &Paths) -> Result<Prepared, RootfsError> {
+    let skeleton = skeleton(paths)?;
+    let mut mounts = Vec::new();
+    for name in HOST_DIRS.iter().chain(&USR_MERGE) {
+        let in_skeleton = std::fs::symlink_metadata(skeleton.join(name));
+        if in_skeleton.is_ok_and(|m| m.is_dir()) {
+            let host = Path::new("/").join(name);
+            mounts.push(oci_mount(&host, "bind", &host, &["bind", "ro", "nodev"]));
+        }
+    }
+    for (dst, mode) in HOST_TMPFS {
+        let mode = format!("mode={mode}");
+        let opts = ["nosuid", "nodev", mode.as_str()];
+        mounts.push(oci_mount(
+            Path::new(dst),
+            "tmpfs",
+            Path::new("tmpfs"),
+            &opts,
+        ));
+    }
+    Ok(Prepared {
+        root: skeleton,
+        readonly: true,
+        mounts,
+        etc_root: PathBuf::from("/"),
+    })
+}
+
+fn oci_mount(destination: &Path, typ: &str, source: &Path, options: &[&str]) -> Mount {
+    let mut m = Mount::default();
+    m.set_destination(destination.to_path_buf())
+        .set_typ(Some(typ.to_string()))
+        .set_source(Some(source.to_path_buf()))
+        .set_options(Some(options.iter().map(|o| o.to_string()).collect()));
+    m
+}
+
+/// `<state>/hostroot`, made once: built under a unique temporary name and renamed into place,
+/// so concurrent first runs never see a half-made skeleton (the loser of the rename race
+/// removes its copy and uses the winner's).
+fn skeleton(paths: &Paths) -> Result<PathBuf, RootfsError> {
+    let dir = paths.host_root();
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    static ATTEMPT: AtomicU32 = AtomicU32::new(0);
+    let attempt = ATTEMPT.fetch_add(1, Ordering::Relaxed);
+    let tmp = paths
+        .state_dir
+        .join(format!(".hostroot-{}-{attempt}", std::process::id()));
+    let built = build_skeleton(&tmp).and_then(|()| {
+        std::fs::rename(&tmp, &dir).or_else(|e| match dir.is_dir() {
+            true => Ok(()),
+            false => Err(io_err("renaming the host root skeleton to", &dir)(e)),
+        })
+    });
+    if tmp.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    built.map(|()| dir)
+}
+
+fn build_skeleton(tmp: &Path) -> Result<(), RootfsError> {
+    std::fs::create_dir_all(tmp).map_err(io_err("creating the host root skeleton", tmp))?;
+    for name in EMPTY_DIRS {
+        let path = tmp.join(name);
+        std::fs::create_dir(&path).map_err(io_err("creating the mount point", &path))?;
+    }
+    for name in HOST_DIRS.iter().chain(&USR_MERGE) {
+        let (host, path) = (Path::new("/").join(name), tmp.join(name));
+        let Ok(meta) = std::fs::symlink_metadata(&host) else {
+            continue;
+        };
+        if meta.is_symlink() {
+            let target = std::fs::read_link(&host).map_err(io_err("reading the link", &host))?;
+            std::os::unix::fs::symlink(target, &path).map_err(io_err("copying the link", &path))?;
+        } else if meta.is_dir() {
+            std::fs::create_dir(&path).map_err(io_err("creating the mount point", &path))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_option_separators_are_escaped() {
+        assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
+        assert_eq!(escape(Path::new("/plain/dir")), "/plain/dir");
+    }
+
+    #[test]
+    fn the_skeleton_copies_the_usr_merge_links_and_holds_mount_points() {
+        let state = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            state_dir: state.path().to_owned(),
+        };
+        let root = host_root(&paths).unwrap();
+        assert_eq!(root.root, paths.host_root());
+        assert!(root.readonly);
+        for name in USR_MERGE {
+            let (host, ours) = (Path::new("/").join(name), root.root.join(name));
+            if let Ok(target) = std::fs::read_link(&host) {
+                assert_eq!(std::fs::read_link(&ours).unwrap(), target, "{name}");
+            }
+        }
+        for name in EMPTY_DIRS.iter().chain(&["usr", "etc", "var"]) {
+            assert!(root.root.join(name).is_dir(), "{name}");
+        }
+        let dsts: Vec<&Path> = root
+            .mounts
+            .iter()
+            .map(|m| m.destination().as_path())
+            .collect();
+        for dst in ["/usr", "/etc", "/var", "/tmp", "/run", "/var/tmp"] {
+            assert!(dsts.contains(&Path::new(dst)), "{dst}");
+        }
+        let var = dsts.iter().position(|d| *d == Path::new("/var")).unwrap();
+        let var_tmp = dsts
+            .iter()
+            .position(|d| *d == Path::new("/var/tmp"))
+            .unwrap();
+        assert!(var < var_tmp, "/var/tmp is mounted on the /var bind");
+    }
+
+    #[test]
+    fn concurrent_first_runs_share_one_skeleton() {
+        let state = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            state_dir: state.path().to_owned(),
+        };
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let paths = paths.clone();
+                std::thread::spawn(move || host_root(&paths).map(|p| p.root))
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap().unwrap(), paths.host_root());
+        }
+        let entries: Vec<_> = std::fs::read_dir(state.path()).unwrap().flatten().collect();
+        assert_eq!(entries.len(), 1, "no temporary skeleton is left");
+    }
+
+    #[test]
+    fn release_of_nothing_is_fine() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true: needs root"
+            );
+            eprintln!("skipping: umount2 needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        release(dir.path()).unwrap();
+        release(&dir.path().join("never-made")).unwrap();
+    }
 }
