@@ -246,7 +246,16 @@ fn containers_on_one_bridge_reach_each_other_and_the_host() {
         }
         let server = serve(&a, plan_a.addresses[0].0);
         assert!(reaches(server), "host to {server}");
-        assert!(link_exists(plan_a.host_link.as_deref().unwrap()));
+        let veth = plan_a.host_link.as_deref().unwrap();
+        let details = Command::new("ip")
+            .args(["-d", "link", "show", veth])
+            .output()
+            .unwrap();
+        let details = String::from_utf8(details.stdout).unwrap();
+        assert!(
+            details.contains("master pier-") && details.contains("hairpin on"),
+            "{details}"
+        );
     });
 }
 
@@ -390,5 +399,20 @@ fn detach_removes_the_veth_and_lease_and_is_idempotent() {
         nets.detach(&plan).unwrap();
         nets.remove("n1").unwrap();
         nets.detach(&plan).unwrap();
+    });
+}
+
+#[test]
+fn a_missing_bridge_is_made_again_at_attach() {
+    if !privileged("a_missing_bridge_is_made_again_at_attach") {
+        return;
+    }
+    Host::new().run(|nets| {
+        let n1 = nets.create(&bridge_spec("n1", "198.18.10.0/24")).unwrap();
+        ip_cmd(&["link", "del", &n1.interface]);
+        let (a, plan) = container(nets, &n1, "aaaa1111");
+        assert!(link_exists(&n1.interface));
+        let server = serve(&a, plan.addresses[0].0);
+        assert!(reaches(server), "host to {server} through the remade bridge");
     });
 }
