@@ -413,6 +413,32 @@ fn a_missing_bridge_is_made_again_at_attach() {
         let (a, plan) = container(nets, &n1, "aaaa1111");
         assert!(link_exists(&n1.interface));
         let server = serve(&a, plan.addresses[0].0);
-        assert!(reaches(server), "host to {server} through the remade bridge");
+        assert!(
+            reaches(server),
+            "host to {server} through the remade bridge"
+        );
+    });
+}
+
+#[test]
+fn after_the_container_netns_is_gone_release_frees_the_lease_and_the_kernel_the_veth() {
+    if !privileged(
+        "after_the_container_netns_is_gone_release_frees_the_lease_and_the_kernel_the_veth",
+    ) {
+        return;
+    }
+    Host::new().run(|nets| {
+        let n1 = nets.create(&bridge_spec("n1", "198.18.10.0/24")).unwrap();
+        let (a, plan) = container(nets, &n1, "aaaa1111");
+        drop(a);
+        nets.release(&plan).unwrap();
+        nets.release(&plan).unwrap();
+        let veth = plan.host_link.as_deref().unwrap();
+        let gone = (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            !link_exists(veth)
+        });
+        assert!(gone, "{veth} outlived its peer's namespace");
+        nets.remove("n1").unwrap();
     });
 }
