@@ -269,7 +269,10 @@ impl Programs {
         }
         // Internal maps (`<obj>.rodata`) are not pinned: bpffs refuses names with a dot, and the
         // programs hold them.
-        for mut map in object.maps_mut().filter(|m| !m.name().to_string_lossy().contains('.')) {
+        for mut map in object
+            .maps_mut()
+            .filter(|m| !m.name().to_string_lossy().contains('.'))
+        {
             let name = map.name().to_string_lossy().into_owned();
             let path = pin_dir.join(&name);
             map.pin(&path).map_err(|source| Error::PinMap {
