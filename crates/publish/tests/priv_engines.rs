@@ -46,8 +46,9 @@ fn spec(front: Front, proto: &str, port: u16) -> PortMapping {
     text.parse().unwrap()
 }
 
-/// Whether `client` reaches a `front` publish of `mode` (None: the publish itself is refused).
-fn expected(mode: Mode, client: Client, front: Front) -> Option<bool> {
+/// Whether `client` reaches a `front` publish of `mode` over `proto` (None: the publish itself
+/// is refused).
+fn expected(mode: Mode, proto: &str, client: Client, front: Front) -> Option<bool> {
     use Client::*;
     let local = client != Remote;
     Some(match (front, mode) {
@@ -55,6 +56,10 @@ fn expected(mode: Mode, client: Client, front: Front) -> Option<bool> {
         (Front::Loopback, _) => client == Host127,
         (Front::Wildcard, Mode::Ebpf) => local,
         (Front::Wildcard, Mode::Nat) => !matches!(client, Host127 | Host6),
+        // pier proxy's known limit, shared with docker-proxy: a wildcard UDP listener answers
+        // from the kernel's route choice (198.18.2.1 towards a container), not the address
+        // the container sent to, so a container's connected socket drops the reply.
+        (Front::Wildcard, Mode::Proxy) => proto == "tcp" || !matches!(client, Own | Other),
         (Front::Wildcard, _) => true,
         (Front::HostAddr, Mode::Ebpf) => matches!(client, HostAddr | Own | Other),
         (Front::HostAddr, _) => !matches!(client, Host127 | Host6),
@@ -83,7 +88,7 @@ fn matrix(mode: Mode, base_port: u16) {
         let mut failures = Vec::new();
         for (k, outcome) in outcomes.iter().enumerate() {
             let front = FRONTS[k / 2];
-            let refused = expected(mode, Client::Host127, front).is_none();
+            let refused = expected(mode, "tcp", Client::Host127, front).is_none();
             if outcome.is_err() != refused {
                 failures.push(format!("{mode:?} publish {}: {outcome:?}", mappings[k]));
             }
@@ -108,7 +113,7 @@ fn matrix(mode: Mode, base_port: u16) {
             handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
         });
         for (front, proto, client, report) in reports {
-            let want = expected(mode, client, front).unwrap();
+            let want = expected(mode, proto, client, front).unwrap();
             let cell = format!("{mode:?} {proto} {client:?} -> {front:?}");
             match (&report, want) {
                 (Report::Ok { seen }, true) => {

@@ -344,7 +344,7 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let output = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().find_map(|l| l.strip_prefix("RESULT ")).unwrap_or("fail no result");
+    let line = text.lines().find_map(|l| l.split_once("RESULT ").map(|(_, r)| r)).unwrap_or("fail no result");
     match line.split_once(' ').unwrap_or((line, "")) {
         ("unreachable", _) => Report::Unreachable,
         ("ok", seen) => Report::Ok { seen: seen.parse().unwrap() },
