@@ -260,18 +260,29 @@ fn containers_on_one_bridge_reach_each_other_and_the_host() {
 }
 
 #[test]
-#[ignore = "needs p-engines' rule dropping traffic between two pier bridges (not merged yet)"]
 fn containers_on_different_networks_cannot_reach_each_other() {
     if !privileged("containers_on_different_networks_cannot_reach_each_other") {
         return;
     }
     Host::new().run(|nets| {
-        let n1 = nets.create(&bridge_spec("n1", "198.18.10.0/24")).unwrap();
-        let n2 = nets.create(&bridge_spec("n2", "198.18.11.0/24")).unwrap();
+        let dual = |name: &str, n: u8| NetworkSpec {
+            ipv6: true,
+            subnet6: Some(format!("2001:2:0:{n}::/64").parse().unwrap()),
+            ..bridge_spec(name, &format!("198.18.{n}.0/24"))
+        };
+        let n1 = nets.create(&dual("n1", 10)).unwrap();
+        let n2 = nets.create(&dual("n2", 11)).unwrap();
         let (a, plan_a) = container(nets, &n1, "aaaa1111");
+        let (a2, _) = container(nets, &n1, "aaaa2222");
         let (b, _) = container(nets, &n2, "bbbb2222");
-        let server = serve(&a, plan_a.addresses[0].0);
-        assert!(!b.run(|| reaches(server)).unwrap());
+        for (address, _) in &plan_a.addresses {
+            let server = serve(&a, *address);
+            assert!(!b.run(|| reaches(server)).unwrap(), "n2 reached {server}");
+            assert!(
+                a2.run(|| reaches(server)).unwrap(),
+                "n1 did not reach {server}"
+            );
+        }
     });
 }
 

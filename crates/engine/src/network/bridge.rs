@@ -3,11 +3,12 @@
 //!
 //! Theory of operation: creating the network makes the bridge, puts the gateway address(es) on
 //! it, brings it up, turns on IP forwarding in the host namespace (as Docker does) and registers
-//! the subnet and bridge in nftables (pier-net's `inet pier` table: egress masquerade, and
-//! accept rules in Docker's FORWARD chain where its policy is drop). A container's veth is one
-//! netlink request: the host side `veth<8 of container id><3 of network id>` born up and
-//! enslaved, the peer born inside the container's netns as `eth0`; then hairpin mode goes on so
-//! a container can reach itself through a published host port. If the bridge is missing at
+//! the subnets and bridge in nftables (pier-net's `inet pier` table: egress masquerade, a bridge
+//! reaches only its own subnet unless DNATed, and accept rules in Docker's FORWARD chain where
+//! its policy is drop). A container's veth is one netlink request: the host side
+//! `veth<8 of container id><3 of network id>` born up and enslaved, the peer born inside the
+//! container's netns as `eth0`; then hairpin mode goes on so a container can reach itself
+//! through a published host port. If the bridge is missing at
 //! attach (the host rebooted, state survived), its host objects are made again first. Removing
 //! the network deletes the bridge (its ports go with it) and, with the last pier bridge network,
 //! pier's nftables table.
@@ -156,9 +157,12 @@ fn configure(network: &Network, nl: &mut Netlink) -> Result<(), NetworkError> {
     Table
         .ensure()
         .map_err(nft("create pier's nftables table"))?;
-    Table
-        .add_network(network.subnet, bridge)
-        .map_err(nft("register the network in nftables"))
+    for subnet in std::iter::once(network.subnet).chain(network.subnet6) {
+        Table
+            .add_network(subnet, bridge)
+            .map_err(nft("register the network in nftables"))?;
+    }
+    Ok(())
 }
 
 /// Turns on IPv4 (and, for IPv6 networks, IPv6) forwarding in this namespace.
