@@ -453,3 +453,31 @@ fn after_the_container_netns_is_gone_release_frees_the_lease_and_the_kernel_the_
         nets.remove("n1").unwrap();
     });
 }
+
+#[test]
+fn concurrent_first_use_and_attaches_share_one_bridge_with_unique_addresses() {
+    if !privileged("concurrent_first_use_and_attaches_share_one_bridge_with_unique_addresses") {
+        return;
+    }
+    Host::new().run(|nets| {
+        let attached: Vec<(NetNs, Attachment)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..16)
+                .map(|i| {
+                    scope.spawn(move || {
+                        let bridge = nets.get("bridge").unwrap();
+                        container(nets, &bridge, &format!("{i:08x}cafe"))
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        assert_eq!(nets.list().unwrap().len(), 1);
+        let mut addresses: Vec<IpAddr> = attached.iter().map(|(_, p)| p.addresses[0].0).collect();
+        addresses.sort();
+        addresses.dedup();
+        assert_eq!(addresses.len(), 16);
+        let (first, last) = (&attached[0], &attached[15]);
+        let server = serve(&first.0, first.1.addresses[0].0);
+        assert!(last.0.run(|| reaches(server)).unwrap(), "to {server}");
+    });
+}
