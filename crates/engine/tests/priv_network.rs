@@ -1,7 +1,8 @@
 //! Privileged tests of the engine's networks against the kernel: create, list, inspect and remove
-//! networks; the default bridge's subnet choice; containers reaching each other over a bridge and
-//! the host reaching macvlan containers through the host shim; ipvlan's refusal; IPAM checks,
-//! idempotent detach and lease reclaim.
+//! networks; the default bridge's subnet choice; containers reaching each other over a bridge (and
+//! not across two networks), egress masqueraded to a stand-in internet, the host reaching
+//! macvlan containers through the host shim; ipvlan's refusal; IPAM checks, idempotent detach,
+//! release and lease reclaim; concurrent first use of the default network.
 //!
 //! Every test builds a stand-in host: an anonymous network namespace ([`NetNs::new_anonymous`])
 //! in which the test body runs on its own thread, so the bridges, veths, shims, routes, sysctls
@@ -13,6 +14,7 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use pier_engine::network::{
@@ -125,6 +127,23 @@ fn serve(ns: &NetNs, ip: IpAddr) -> SocketAddr {
         }
     });
     addr
+}
+
+/// Like [`serve`], and also reports the address the connection came from.
+fn serve_and_report(ns: &NetNs, ip: IpAddr) -> (SocketAddr, mpsc::Receiver<IpAddr>) {
+    let listener = ns.run(|| TcpListener::bind((ip, 0)).unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, peer)) = listener.accept() {
+            let _ = tx.send(peer.ip());
+            let mut buf = [0; 4];
+            if stream.read_exact(&mut buf).is_ok() {
+                let _ = stream.write_all(&buf);
+            }
+        }
+    });
+    (addr, rx)
 }
 
 /// Whether a TCP exchange with `addr` succeeds from the calling thread's namespace.
@@ -479,5 +498,35 @@ fn concurrent_first_use_and_attaches_share_one_bridge_with_unique_addresses() {
         let (first, last) = (&attached[0], &attached[15]);
         let server = serve(&first.0, first.1.addresses[0].0);
         assert!(last.0.run(|| reaches(server)).unwrap(), "to {server}");
+    });
+}
+
+#[test]
+fn egress_leaves_masqueraded_through_the_host_uplink() {
+    if !privileged("egress_leaves_masqueraded_through_the_host_uplink") {
+        return;
+    }
+    let internet = NetNs::new_anonymous().unwrap();
+    Host::new().run(|nets| {
+        let mut nl = Netlink::open().unwrap();
+        nl.create_veth("pier-test-up", "eth0", Some(internet.fd()))
+            .unwrap();
+        ip_cmd(&["addr", "add", "198.19.0.1/24", "dev", "pier-test-up"]);
+        ip_cmd(&["link", "set", "pier-test-up", "up"]);
+        internet
+            .run(|| {
+                ip_cmd(&["addr", "add", "198.19.0.2/24", "dev", "eth0"]);
+                ip_cmd(&["link", "set", "eth0", "up"]);
+            })
+            .unwrap();
+        let bridge = nets.get("bridge").unwrap();
+        let (a, _) = container(nets, &bridge, "aaaa1111");
+        let (server, peer) = serve_and_report(&internet, ip("198.19.0.2"));
+        assert!(a.run(|| reaches(server)).unwrap(), "container to {server}");
+        assert_eq!(
+            peer.recv().unwrap(),
+            ip("198.19.0.1"),
+            "masqueraded to the uplink"
+        );
     });
 }
