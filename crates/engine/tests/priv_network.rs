@@ -265,6 +265,22 @@ fn containers_on_one_bridge_reach_each_other_and_the_host() {
         }
         let server = serve(&a, plan_a.addresses[0].0);
         assert!(reaches(server), "host to {server}");
+        let bridge = Command::new("ip")
+            .args(["-o", "link", "show", &n1.interface])
+            .output();
+        let bridge = String::from_utf8(bridge.unwrap().stdout).unwrap();
+        let mac = format!(
+            "link/ether 02:{}:{}:{}:{}:{} ",
+            &n1.id[0..2],
+            &n1.id[2..4],
+            &n1.id[4..6],
+            &n1.id[6..8],
+            &n1.id[8..10]
+        );
+        assert!(
+            bridge.contains(&mac),
+            "the bridge keeps its own MAC {mac}: {bridge}"
+        );
         let veth = plan_a.host_link.as_deref().unwrap();
         let details = Command::new("ip")
             .args(["-d", "link", "show", veth])

@@ -129,11 +129,12 @@ pub enum NetworkError {
     },
     #[error("{0}")]
     Invalid(String),
-    #[error("subnet {subnet} overlaps {other} ({owner}); choose another --subnet")]
+    #[error("subnet {subnet} overlaps {other} ({owner}); choose another {flag}")]
     Overlap {
         subnet: Subnet,
         other: Subnet,
         owner: String,
+        flag: &'static str,
     },
     #[error("parent interface {0} does not exist; give an existing interface to --parent")]
     NoParent(String),
