@@ -106,6 +106,35 @@ fn links() -> Vec<String> {
     text.lines().filter_map(name).collect()
 }
 
+/// Links the calling thread's namespace (198.19.0.1/24 on `pier-test-up`) to `internet`, a
+/// stand-in for the world (198.19.0.2/24 on its `eth0`), which has no route back to containers.
+fn uplink(internet: &NetNs) {
+    let mut nl = Netlink::open().unwrap();
+    nl.create_veth("pier-test-up", "eth0", Some(internet.fd()))
+        .unwrap();
+    ip_cmd(&["addr", "add", "198.19.0.1/24", "dev", "pier-test-up"]);
+    ip_cmd(&["link", "set", "pier-test-up", "up"]);
+    internet
+        .run(|| {
+            ip_cmd(&["addr", "add", "198.19.0.2/24", "dev", "eth0"]);
+            ip_cmd(&["link", "set", "eth0", "up"]);
+        })
+        .unwrap();
+}
+
+/// Runs `nft -f -` with `script` in the calling thread's namespace.
+fn nft_script(script: &str) {
+    let out = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(script.as_bytes())?;
+            child.wait()
+        });
+    assert!(out.unwrap().success(), "nft {script}");
+}
+
 /// Plans and attaches a new "container" namespace to `network`.
 fn container(nets: &Networks, network: &Network, id: &str) -> (NetNs, Attachment) {
     let netns = NetNs::new_anonymous().unwrap();
@@ -524,17 +553,7 @@ fn egress_leaves_masqueraded_through_the_host_uplink() {
     }
     let internet = NetNs::new_anonymous().unwrap();
     Host::new().run(|nets| {
-        let mut nl = Netlink::open().unwrap();
-        nl.create_veth("pier-test-up", "eth0", Some(internet.fd()))
-            .unwrap();
-        ip_cmd(&["addr", "add", "198.19.0.1/24", "dev", "pier-test-up"]);
-        ip_cmd(&["link", "set", "pier-test-up", "up"]);
-        internet
-            .run(|| {
-                ip_cmd(&["addr", "add", "198.19.0.2/24", "dev", "eth0"]);
-                ip_cmd(&["link", "set", "eth0", "up"]);
-            })
-            .unwrap();
+        uplink(&internet);
         let bridge = nets.get("bridge").unwrap();
         let (a, _) = container(nets, &bridge, "aaaa1111");
         let (server, peer) = serve_and_report(&internet, ip("198.19.0.2"));
@@ -544,5 +563,39 @@ fn egress_leaves_masqueraded_through_the_host_uplink() {
             ip("198.19.0.1"),
             "masqueraded to the uplink"
         );
+    });
+}
+
+/// What dockerd leaves in the iptables-nft `ip filter` table: FORWARD dropping by policy after
+/// a jump to the (here empty) DOCKER-USER chain.
+const DOCKER_FORWARD: &str = "table ip filter {
+    chain DOCKER-USER {
+    }
+    chain FORWARD {
+        type filter hook forward priority 0; policy drop;
+        jump DOCKER-USER
+    }
+}
+";
+
+#[test]
+fn a_docker_host_with_forward_policy_drop_still_forwards_pier_traffic() {
+    if !privileged("a_docker_host_with_forward_policy_drop_still_forwards_pier_traffic") {
+        return;
+    }
+    let internet = NetNs::new_anonymous().unwrap();
+    Host::new().run(|nets| {
+        nft_script(DOCKER_FORWARD);
+        uplink(&internet);
+        let bridge = nets.get("bridge").unwrap();
+        let (a, plan_a) = container(nets, &bridge, "aaaa1111");
+        let (b, _) = container(nets, &bridge, "bbbb2222");
+        let server = serve(&a, plan_a.addresses[0].0);
+        assert!(
+            b.run(|| reaches(server)).unwrap(),
+            "container to container {server}"
+        );
+        let server = serve(&internet, ip("198.19.0.2"));
+        assert!(a.run(|| reaches(server)).unwrap(), "egress to {server}");
     });
 }
