@@ -599,3 +599,33 @@ fn a_docker_host_with_forward_policy_drop_still_forwards_pier_traffic() {
         assert!(a.run(|| reaches(server)).unwrap(), "egress to {server}");
     });
 }
+
+#[test]
+fn a_macvlan_network_may_take_its_parents_lan_but_a_bridge_may_not() {
+    if !privileged("a_macvlan_network_may_take_its_parents_lan_but_a_bridge_may_not") {
+        return;
+    }
+    Host::new().run(|nets| {
+        stand_in_nic("pier-test-d0");
+        ip_cmd(&["addr", "add", "198.18.30.1/24", "dev", "pier-test-d0"]);
+        let lan = NetworkSpec {
+            driver: Some(Driver::Macvlan),
+            parent: Some("pier-test-d0".into()),
+            gateway: Some(ip("198.18.30.1")),
+            ..bridge_spec("lan", "198.18.30.0/24")
+        };
+        let bridged = nets.create(&bridge_spec("br", "198.18.30.0/24"));
+        assert!(
+            matches!(bridged, Err(NetworkError::Overlap { .. })),
+            "{bridged:?}"
+        );
+        let lan = nets.create(&lan).unwrap();
+        assert_eq!(
+            (lan.interface.as_str(), lan.host_shim.as_deref()),
+            ("pier-test-d0", None)
+        );
+        let plan = nets.plan(&lan, "eeee5555", None, None).unwrap();
+        assert_eq!(plan.addresses, [(ip("198.18.30.2"), 24)]);
+        assert_eq!(plan.gateways, [ip("198.18.30.1")]);
+    });
+}
