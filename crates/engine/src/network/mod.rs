@@ -8,7 +8,8 @@
 //! addresses (IPAM lease owned by the container id) and names every link it will make;
 //! [`Networks::attach`] creates them inside the container's network namespace. [`Networks::detach`]
 //! is idempotent: it deletes whatever of the plan exists and releases the leases, so teardown, a
-//! second teardown and crash recovery are the same call. Drivers (bridge, macvlan, ipvlan) share one
+//! second teardown and crash recovery are the same call; [`Networks::release`] frees only the
+//! leases, for a teardown after the container's namespace is gone (its links went with it). Drivers (bridge, macvlan, ipvlan) share one
 //! trait ([`driver::NetworkDriver`]), one file each; `store.rs` keeps the records, `check.rs`
 //! refuses a bad `create` before anything exists, `inside.rs` configures the container's side.
 //! A network's record is saved before its host objects (bridge, shim) are made, naming them, so
