@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use pier_engine::network::{
-    Attachment, Driver, Network, NetworkError, NetworkSpec, Networks, POOL_ENV,
+    loopback_up, Attachment, Driver, Network, NetworkError, NetworkSpec, Networks, POOL_ENV,
 };
 use pier_engine::Paths;
 use pier_net::netns::NetNs;
@@ -628,4 +628,18 @@ fn a_macvlan_network_may_take_its_parents_lan_but_a_bridge_may_not() {
         assert_eq!(plan.addresses, [(ip("198.18.30.2"), 24)]);
         assert_eq!(plan.gateways, [ip("198.18.30.1")]);
     });
+}
+
+#[test]
+fn loopback_up_makes_localhost_usable_in_a_new_namespace() {
+    if !privileged("loopback_up_makes_localhost_usable_in_a_new_namespace") {
+        return;
+    }
+    let none = NetNs::new_anonymous().unwrap();
+    let server = serve(&none, ip("127.0.0.1"));
+    assert!(!none.run(|| reaches(server)).unwrap(), "lo starts down");
+    loopback_up(none.fd()).unwrap();
+    loopback_up(none.fd()).unwrap();
+    let server = serve(&none, ip("127.0.0.1"));
+    assert!(none.run(|| reaches(server)).unwrap(), "to {server}");
 }
