@@ -367,7 +367,8 @@ impl Networks {
             .map_err(NetworkError::net("allocate an address"))
     }
 
-    /// Creates the planned links, addresses and routes; `netns` is the container's.
+    /// Creates the planned links, addresses and routes, and brings `lo` up; `netns` is the
+    /// container's.
     pub fn attach(
         &self,
         attachment: &Attachment,
@@ -428,7 +429,8 @@ impl Networks {
     }
 }
 
-/// Brings `lo` up inside a new network namespace (`--network none` and every attached one).
+/// Brings `lo` up inside a new network namespace (`--network none`; [`Networks::attach`] does it
+/// too, in the same visit to the namespace).
 pub fn loopback_up(netns: BorrowedFd<'_>) -> Result<(), NetworkError> {
     inside::loopback_up(netns)
 }
