@@ -18,7 +18,9 @@ use std::net::IpAddr;
 
 use pier_publish::engine::Mode;
 use pier_publish::PortMapping;
-use priv_engines_support::{privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR, REMOTE_ADDR};
+use priv_engines_support::{
+    privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR, REMOTE_ADDR,
+};
 
 /// Not a test: the body of the client processes the matrix starts (does nothing otherwise).
 #[test]
@@ -104,13 +106,21 @@ fn matrix(mode: Mode, base_port: u16) {
                             .iter()
                             .filter(|(m, ..)| outcomes[*m].is_ok())
                             .map(|&(_, front, proto, port, client)| {
-                                (front, proto, client, run_client(lab, client, proto, client.dial(port)))
+                                (
+                                    front,
+                                    proto,
+                                    client,
+                                    run_client(lab, client, proto, client.dial(port)),
+                                )
                             })
                             .collect::<Vec<_>>()
                     })
                 })
                 .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
         });
         for (front, proto, client, report) in reports {
             let want = expected(mode, proto, client, front).unwrap();
@@ -126,7 +136,12 @@ fn matrix(mode: Mode, base_port: u16) {
                 _ => failures.push(format!("{cell}: expected reachable={want}, got {report:?}")),
             }
         }
-        assert!(failures.is_empty(), "{} cell(s) failed:\n{}", failures.len(), failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "{} cell(s) failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     });
 }
 
@@ -150,8 +165,14 @@ fn proxy_matrix() {
         return;
     }
     if priv_engines_support::pier_binary().is_none() {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "proxy_matrix needs the pier binary under CI");
-        eprintln!("skipping: proxy_matrix needs the pier binary (cargo build -p pier, or PIER_BINARY)");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "proxy_matrix needs the pier binary under CI"
+        );
+        eprintln!(
+            "skipping: proxy_matrix needs the pier binary (cargo build -p pier, or PIER_BINARY)"
+        );
         return;
     }
     matrix(Mode::Proxy, 43000);

@@ -50,7 +50,11 @@ pub fn privileged(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() && Path::new(CGROUP2).join("cgroup.procs").exists() {
         return true;
     }
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{test} needs root and cgroup2 under CI");
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "{test} needs root and cgroup2 under CI"
+    );
     eprintln!("skipping: {test} needs root and cgroup2 at {CGROUP2}");
     false
 }
@@ -70,7 +74,9 @@ fn ip(text: &str) -> IpAddr {
 }
 
 fn index(nl: &mut Netlink, name: &str) -> u32 {
-    nl.link_index(name).unwrap().unwrap_or_else(|| panic!("no link {name}"))
+    nl.link_index(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no link {name}"))
 }
 
 /// The namespaces, the test cgroup and the bpffs of one lab.
@@ -86,8 +92,18 @@ pub struct Lab {
 
 impl Lab {
     pub fn new(name: &str) -> Lab {
-        let bpffs = tempfile::Builder::new().prefix("pier-test-bpffs-").tempdir().unwrap();
-        mount(Some("bpf"), bpffs.path(), Some("bpf"), MsFlags::empty(), None::<&str>).unwrap();
+        let bpffs = tempfile::Builder::new()
+            .prefix("pier-test-bpffs-")
+            .tempdir()
+            .unwrap();
+        mount(
+            Some("bpf"),
+            bpffs.path(),
+            Some("bpf"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
         let cgroup = Path::new(CGROUP2).join(format!("pier-test-{name}-{}", std::process::id()));
         std::fs::create_dir(&cgroup).unwrap();
         let settings = Settings {
@@ -110,7 +126,12 @@ impl Lab {
         lab.remote.run(|| inside(REMOTE_ADDR, HOST_ADDR)).unwrap();
         for ns in [&lab.c1, &lab.c2] {
             let (tcp, udp) = ns
-                .run(|| (TcpListener::bind("0.0.0.0:80").unwrap(), UdpSocket::bind("0.0.0.0:80").unwrap()))
+                .run(|| {
+                    (
+                        TcpListener::bind("0.0.0.0:80").unwrap(),
+                        UdpSocket::bind("0.0.0.0:80").unwrap(),
+                    )
+                })
                 .unwrap();
             serve_tcp(tcp);
             serve_udp(udp);
@@ -147,10 +168,20 @@ fn wire_host(lab: &Lab) {
         let veth = index(&mut nl, port);
         nl.set_master(veth, bridge).unwrap();
         nl.set_up(veth, true).unwrap();
-        let args = ["link", "set", "dev", port, "type", "bridge_slave", "hairpin", "on"];
+        let args = [
+            "link",
+            "set",
+            "dev",
+            port,
+            "type",
+            "bridge_slave",
+            "hairpin",
+            "on",
+        ];
         assert!(Command::new("ip").args(args).status().unwrap().success());
     }
-    nl.create_veth("pier-test-r", "eth0", Some(lab.remote.fd())).unwrap();
+    nl.create_veth("pier-test-r", "eth0", Some(lab.remote.fd()))
+        .unwrap();
     let uplink = index(&mut nl, "pier-test-r");
     nl.add_address(uplink, ip(HOST_ADDR), 24).unwrap();
     nl.add_address(uplink, ip(OTHER_HOST_ADDR), 24).unwrap();
@@ -194,7 +225,11 @@ fn handle_tcp(mut conn: TcpStream) -> std::io::Result<()> {
             poll(&mut fds, PollTimeout::from(5000u16))?;
             let mut byte = [0u8; 1];
             let n = recv(conn.as_raw_fd(), &mut byte, MsgFlags::MSG_OOB)?;
-            let text = if n == 1 { format!("URG {}\n", byte[0] as char) } else { "URG none\n".into() };
+            let text = if n == 1 {
+                format!("URG {}\n", byte[0] as char)
+            } else {
+                "URG none\n".into()
+            };
             conn.write_all(text.as_bytes())
         }
         _ => {
@@ -242,7 +277,8 @@ pub fn with_engine<R>(
                     let engine = match select(mode, &lab.settings) {
                         Ok(e) => e,
                         Err(e) => {
-                            let _ = out_tx.send(mappings.iter().map(|_| Err(e.to_string())).collect());
+                            let _ =
+                                out_tx.send(mappings.iter().map(|_| Err(e.to_string())).collect());
                             let _ = done_tx.send(Ok(()));
                             return;
                         }
@@ -250,13 +286,20 @@ pub fn with_engine<R>(
                     let outcomes: Vec<_> = mappings
                         .iter()
                         .map(|m| {
-                            let (published, entries) =
-                                engine.plan(&target, std::slice::from_ref(m)).map_err(|e| e.to_string())?;
-                            let made = engine.apply_recorded(&target, &entries).map_err(|e| e.to_string())?;
+                            let (published, entries) = engine
+                                .plan(&target, std::slice::from_ref(m))
+                                .map_err(|e| e.to_string())?;
+                            let made = engine
+                                .apply_recorded(&target, &entries)
+                                .map_err(|e| e.to_string())?;
                             Ok((published, made))
                         })
                         .collect();
-                    let all: Vec<Entry> = outcomes.iter().flatten().flat_map(|(_, e)| e.clone()).collect();
+                    let all: Vec<Entry> = outcomes
+                        .iter()
+                        .flatten()
+                        .flat_map(|(_, e)| e.clone())
+                        .collect();
                     let _ = out_tx.send(outcomes);
                     let _ = down_rx.recv();
                     let removed = engine
@@ -291,8 +334,14 @@ pub enum Client {
 }
 
 impl Client {
-    pub const ALL: [Client; 6] =
-        [Client::Host127, Client::Host6, Client::HostAddr, Client::Remote, Client::Own, Client::Other];
+    pub const ALL: [Client; 6] = [
+        Client::Host127,
+        Client::Host6,
+        Client::HostAddr,
+        Client::Remote,
+        Client::Own,
+        Client::Other,
+    ];
 
     fn netns<'a>(&self, lab: &'a Lab) -> &'a NetNs {
         match self {
@@ -318,7 +367,9 @@ impl Client {
 pub enum Report {
     Unreachable,
     /// Reached: the peer address the server saw.
-    Ok { seen: IpAddr },
+    Ok {
+        seen: IpAddr,
+    },
     Failed(String),
 }
 
@@ -329,7 +380,12 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
         .netns(lab)
         .run(|| {
             Command::new(&exe)
-                .args(["--exact", "client_process", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "client_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env("PIER_TEST_CLIENT", format!("{proto} {to}"))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -344,10 +400,15 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let output = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().find_map(|l| l.split_once("RESULT ").map(|(_, r)| r)).unwrap_or("fail no result");
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .unwrap_or("fail no result");
     match line.split_once(' ').unwrap_or((line, "")) {
         ("unreachable", _) => Report::Unreachable,
-        ("ok", seen) => Report::Ok { seen: seen.parse().unwrap() },
+        ("ok", seen) => Report::Ok {
+            seen: seen.parse().unwrap(),
+        },
         (_, why) => Report::Failed(why.to_string()),
     }
 }
@@ -372,7 +433,9 @@ pub fn client_main(spec: &str) {
 
 fn peer_line(reader: &mut impl BufRead) -> Result<IpAddr, String> {
     let mut line = String::new();
-    reader.read_line(&mut line).map_err(|e| format!("reading PEER: {e}"))?;
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("reading PEER: {e}"))?;
     let addr: SocketAddr = line
         .trim()
         .strip_prefix("PEER ")
@@ -390,7 +453,8 @@ fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
     if shown != to {
         return Err(format!("getpeername shows {shown}, dialled {to}"));
     }
-    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
     let seen = peer_line(&mut reader)?;
     let data: Vec<u8> = (0..ECHO_BYTES).map(|i| (i * 7 + i / 251) as u8).collect();
@@ -402,13 +466,17 @@ fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
         writer.shutdown(std::net::Shutdown::Write)
     });
     let mut back = vec![0u8; ECHO_BYTES];
-    reader.read_exact(&mut back).map_err(|e| format!("echo: {e}"))?;
+    reader
+        .read_exact(&mut back)
+        .map_err(|e| format!("echo: {e}"))?;
     feeder.join().unwrap().map_err(|e| format!("send: {e}"))?;
     if checksum(&back) != checksum(&data) {
         return Err("echo checksum differs".into());
     }
     let mut rest = String::new();
-    reader.read_to_string(&mut rest).map_err(|e| format!("after half-close: {e}"))?;
+    reader
+        .read_to_string(&mut rest)
+        .map_err(|e| format!("after half-close: {e}"))?;
     if rest != "BYE\n" {
         return Err(format!("after half-close got {rest:?}, not BYE"));
     }
@@ -417,14 +485,18 @@ fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
 }
 
 fn urgent(to: SocketAddr) -> Result<(), String> {
-    let conn = TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("urgent connect: {e}"))?;
-    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let conn =
+        TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("urgent connect: {e}"))?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
     peer_line(&mut reader)?;
     (&conn).write_all(b"U").map_err(|e| e.to_string())?;
     send(conn.as_raw_fd(), b"!", MsgFlags::MSG_OOB).map_err(|e| format!("send OOB: {e}"))?;
     let mut line = String::new();
-    reader.read_line(&mut line).map_err(|e| format!("urgent answer: {e}"))?;
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("urgent answer: {e}"))?;
     match line.as_str() {
         "URG !\n" => Ok(()),
         other => Err(format!("urgent byte not delivered as urgent: {other:?}")),
@@ -436,7 +508,8 @@ fn udp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
     let any = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
     let sock = UdpSocket::bind(any).map_err(|e| e.to_string())?;
     sock.connect(to).map_err(|e| format!("connect: {e}"))?;
-    sock.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
     let mut seen = None;
     let mut buf = vec![0u8; 4096];
     for seq in 0..16u8 {
@@ -461,6 +534,7 @@ fn udp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
 
 /// FNV-1a, enough to tell two buffers apart.
 fn checksum(data: &[u8]) -> u64 {
-    data.iter()
-        .fold(0xcbf29ce484222325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
+    data.iter().fold(0xcbf29ce484222325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
 }
