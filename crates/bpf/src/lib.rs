@@ -19,6 +19,12 @@
 //! Why C: BPF programs in Rust (aya-ebpf) need nightly and rust-src; pier builds on stable, so the programs
 //! are C compiled by clang in build.rs and loaded with libbpf-rs's safe API (no `unsafe` here).
 //!
+//! A second map, `pier_owner` (same key), names the container that published each key; the programs never
+//! read it, the publish engine lists it to name a conflicting port's owner ([`Publisher::published`]).
+//! The "host" network namespace is the one whose cookie [`Programs::load_and_pin_for`] writes into the
+//! object's `.rodata` before load (pier passes the namespace it runs in; 0 means the initial one). Internal
+//! maps such as `.rodata` are not pinned (bpffs refuses names with a dot; the programs hold them).
+//!
 //! Limits: the wildcard covers loopback only (the publish engine adds one entry per other host address);
 //! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; loopback matches
 //! and bind refusals apply to sockets of the host's network namespace (containers keep their own).
