@@ -271,3 +271,28 @@ fn auto_without_cgroup2_falls_back_to_nat_and_a_loopback_proxy() {
         "nothing loaded or pinned"
     );
 }
+
+#[test]
+fn recovery_after_a_crash_during_unpublish_removes_the_rest() {
+    if !privileged("unpublish-crash") {
+        return;
+    }
+    let lab = Lab::new("unpublish-crash");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            let (_, entries) = engine
+                .plan(
+                    &lab.target(),
+                    &specs(&["19300-19309:1000-1009", "19300-19309:1000-1009/udp"]),
+                )
+                .unwrap();
+            engine.apply(&lab.target(), &entries).unwrap();
+            // The crash: removal got through the first third of the entries only.
+            engine.remove(&entries[..entries.len() / 3]).unwrap();
+            // Recovery (pier gc) removes the recorded entries, whatever still exists.
+            engine.remove(&entries).unwrap();
+        })
+        .unwrap();
+    assert_eq!(counts(&lab), (0, 0));
+}
