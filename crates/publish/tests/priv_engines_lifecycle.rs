@@ -296,3 +296,25 @@ fn recovery_after_a_crash_during_unpublish_removes_the_rest() {
         .unwrap();
     assert_eq!(counts(&lab), (0, 0));
 }
+
+#[test]
+fn pins_made_for_another_network_namespace_are_refused() {
+    if !privileged("other-netns") {
+        return;
+    }
+    let lab = Lab::new("other-netns");
+    lab.host
+        .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
+        .unwrap()
+        .unwrap();
+    let elsewhere = lab
+        .remote
+        .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
+        .unwrap();
+    let err = elsewhere.unwrap_err().to_string();
+    assert!(err.contains("serve another network namespace"), "{err}");
+    lab.host
+        .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
+        .unwrap()
+        .unwrap();
+}
