@@ -38,6 +38,10 @@ pub const CGROUP2: &str = "/sys/fs/cgroup/unified";
 pub const HOST_ADDR: &str = "198.18.1.1";
 pub const OTHER_HOST_ADDR: &str = "198.18.1.5";
 pub const REMOTE_ADDR: &str = "198.18.1.2";
+pub const HOST_ADDR6: &str = "2001:2:0:1::1";
+pub const REMOTE_ADDR6: &str = "2001:2:0:1::2";
+pub const C1_6: &str = "2001:2:0:2::2";
+pub const C2_6: &str = "2001:2:0:2::3";
 pub const C1: &str = "198.18.2.2";
 pub const C2: &str = "198.18.2.3";
 /// How long a client waits for a connection or a datagram before calling it unreachable.
@@ -120,16 +124,26 @@ impl Lab {
             bpffs,
             settings,
         };
+        for ns in [&lab.host, &lab.c1, &lab.c2, &lab.remote] {
+            ns.run(no_dad).unwrap();
+        }
         lab.host.run(|| wire_host(&lab)).unwrap();
-        lab.c1.run(|| inside(C1, "198.18.2.1")).unwrap();
-        lab.c2.run(|| inside(C2, "198.18.2.1")).unwrap();
-        lab.remote.run(|| inside(REMOTE_ADDR, HOST_ADDR)).unwrap();
+        lab.c1
+            .run(|| inside([C1, C1_6], ["198.18.2.1", "2001:2:0:2::1"]))
+            .unwrap();
+        lab.c2
+            .run(|| inside([C2, C2_6], ["198.18.2.1", "2001:2:0:2::1"]))
+            .unwrap();
+        lab.remote
+            .run(|| inside([REMOTE_ADDR, REMOTE_ADDR6], [HOST_ADDR, HOST_ADDR6]))
+            .unwrap();
         for ns in [&lab.c1, &lab.c2] {
+            // Dual-stack: IPv4 clients arrive as v4-mapped peers.
             let (tcp, udp) = ns
                 .run(|| {
                     (
-                        TcpListener::bind("0.0.0.0:80").unwrap(),
-                        UdpSocket::bind("0.0.0.0:80").unwrap(),
+                        TcpListener::bind("[::]:80").unwrap(),
+                        UdpSocket::bind("[::]:80").unwrap(),
                     )
                 })
                 .unwrap();
@@ -142,7 +156,7 @@ impl Lab {
     pub fn target(&self) -> Target {
         Target {
             container_id: "pier-test-c1".into(),
-            addresses: vec![ip(C1)],
+            addresses: vec![ip(C1), ip(C1_6)],
             bridge: Some("pier-test-br".into()),
         }
     }
@@ -162,6 +176,7 @@ fn wire_host(lab: &Lab) {
     nl.create_bridge("pier-test-br").unwrap();
     let bridge = index(&mut nl, "pier-test-br");
     nl.add_address(bridge, ip("198.18.2.1"), 24).unwrap();
+    nl.add_address(bridge, ip("2001:2:0:2::1"), 64).unwrap();
     nl.set_up(bridge, true).unwrap();
     for (port, ns) in [("pier-test-c1", &lab.c1), ("pier-test-c2", &lab.c2)] {
         nl.create_veth(port, "eth0", Some(ns.fd())).unwrap();
@@ -185,20 +200,33 @@ fn wire_host(lab: &Lab) {
     let uplink = index(&mut nl, "pier-test-r");
     nl.add_address(uplink, ip(HOST_ADDR), 24).unwrap();
     nl.add_address(uplink, ip(OTHER_HOST_ADDR), 24).unwrap();
+    nl.add_address(uplink, ip(HOST_ADDR6), 64).unwrap();
     nl.set_up(uplink, true).unwrap();
     let lo = index(&mut nl, "lo");
     nl.set_up(lo, true).unwrap();
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1\n").unwrap();
+    std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1\n").unwrap();
 }
 
-fn inside(addr: &str, gateway: &str) {
+/// IPv6 addresses usable at once (no duplicate address detection) in this namespace's links.
+fn no_dad() {
+    for conf in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/accept_dad"), "0\n").unwrap();
+    }
+}
+
+/// `eth0` with an IPv4 /24 and an IPv6 /64, and default routes via the gateways.
+fn inside(addrs: [&str; 2], gateways: [&str; 2]) {
     let mut nl = Netlink::open().unwrap();
     let lo = index(&mut nl, "lo");
     nl.set_up(lo, true).unwrap();
     let eth0 = index(&mut nl, "eth0");
-    nl.add_address(eth0, ip(addr), 24).unwrap();
+    nl.add_address(eth0, ip(addrs[0]), 24).unwrap();
+    nl.add_address(eth0, ip(addrs[1]), 64).unwrap();
     nl.set_up(eth0, true).unwrap();
-    nl.add_route(&Route::default_via(ip(gateway))).unwrap();
+    for gateway in gateways {
+        nl.add_route(&Route::default_via(ip(gateway))).unwrap();
+    }
 }
 
 /// TCP echo: `PEER a:p\n`, then by the client's first byte: `E` echoes until EOF and sends
@@ -326,7 +354,11 @@ pub enum Client {
     Host127,
     Host6,
     HostAddr,
+    /// The host dialling its IPv6 address.
+    HostAddr6,
     Remote,
+    /// The remote client over IPv6.
+    Remote6,
     /// c1 to its own published port.
     Own,
     /// c2 to c1's published port.
@@ -334,19 +366,21 @@ pub enum Client {
 }
 
 impl Client {
-    pub const ALL: [Client; 6] = [
+    pub const ALL: [Client; 8] = [
         Client::Host127,
         Client::Host6,
         Client::HostAddr,
+        Client::HostAddr6,
         Client::Remote,
+        Client::Remote6,
         Client::Own,
         Client::Other,
     ];
 
     fn netns<'a>(&self, lab: &'a Lab) -> &'a NetNs {
         match self {
-            Client::Host127 | Client::Host6 | Client::HostAddr => &lab.host,
-            Client::Remote => &lab.remote,
+            Client::Host127 | Client::Host6 | Client::HostAddr | Client::HostAddr6 => &lab.host,
+            Client::Remote | Client::Remote6 => &lab.remote,
             Client::Own => &lab.c1,
             Client::Other => &lab.c2,
         }
@@ -357,6 +391,7 @@ impl Client {
         match self {
             Client::Host127 => SocketAddr::new(ip("127.0.0.1"), port),
             Client::Host6 => SocketAddr::new(ip("::1"), port),
+            Client::HostAddr6 | Client::Remote6 => SocketAddr::new(ip(HOST_ADDR6), port),
             _ => SocketAddr::new(ip(HOST_ADDR), port),
         }
     }
@@ -394,7 +429,7 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
                 .unwrap()
         })
         .unwrap();
-    if client != Client::Remote {
+    if !matches!(client, Client::Remote | Client::Remote6) {
         std::fs::write(lab.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
     }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
@@ -441,7 +476,7 @@ fn peer_line(reader: &mut impl BufRead) -> Result<IpAddr, String> {
         .strip_prefix("PEER ")
         .and_then(|a| a.parse().ok())
         .ok_or(format!("bad PEER line {line:?}"))?;
-    Ok(addr.ip())
+    Ok(addr.ip().to_canonical())
 }
 
 /// 1 MiB echo with a half-close, the server's `BYE` after it, then one urgent byte.
