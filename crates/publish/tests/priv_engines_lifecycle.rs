@@ -112,7 +112,11 @@ fn picked_host_ports_are_free_and_reported() {
                 .collect();
             assert_eq!(ports.len(), 2);
             assert!(ports.iter().all(|&p| p >= 1024), "{ports:?}");
-            assert_eq!(entries.len(), 2);
+            assert_eq!(
+                entries.len(),
+                4,
+                "one element per port and container family"
+            );
         })
         .unwrap();
 }
@@ -261,7 +265,12 @@ fn auto_without_cgroup2_falls_back_to_nat_and_a_loopback_proxy() {
                 .collect();
             assert_eq!(
                 kinds,
-                ["proxy 127.0.0.1:19200", "proxy [::1]:19200", "nft None"],
+                [
+                    "proxy 127.0.0.1:19200",
+                    "proxy [::1]:19200",
+                    "nft None",
+                    "nft None"
+                ],
                 "{entries:?}"
             );
         })
