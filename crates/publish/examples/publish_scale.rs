@@ -22,7 +22,7 @@ use pier_net::{Netlink, Route};
 use pier_publish::engine::{select, Entry, Mode, Publish, Settings, Target};
 use pier_publish::PortMapping;
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 11;
 const ROUND_CONNECTS: usize = 400;
 const FRONT: &str = "198.18.1.1";
 
