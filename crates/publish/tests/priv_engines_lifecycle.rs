@@ -300,7 +300,7 @@ fn recovery_after_a_crash_during_unpublish_removes_the_rest() {
             // The crash: removal got through the first third of the entries only.
             engine.remove(&entries[..entries.len() / 3]).unwrap();
             // Recovery (pier gc) removes the recorded entries, whatever still exists.
-            engine.remove(&entries).unwrap();
+            pier_publish::engine::remove(&lab.settings, &entries).unwrap();
         })
         .unwrap();
     assert_eq!(counts(&lab), (0, 0));
