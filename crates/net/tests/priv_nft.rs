@@ -422,3 +422,46 @@ fn owners_read_back_and_a_specific_port_is_held_until_its_last_publish_goes() {
         .contains("8080"));
     lab.table(|t| t.teardown().unwrap());
 }
+
+#[test]
+fn removing_one_network_keeps_the_others_and_can_repeat() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    docker_filter(&lab);
+    lab.nft(&[
+        "add",
+        "chain",
+        "ip",
+        "filter",
+        "FORWARD",
+        "{ type filter hook forward priority 0; policy drop; }",
+    ]);
+    lab.table(|t| {
+        t.ensure().unwrap();
+        t.add_network("198.18.2.0/24".parse().unwrap(), "pier-test-br")
+            .unwrap();
+        t.add_network("198.18.3.0/24".parse().unwrap(), "pier-test-br2")
+            .unwrap();
+    });
+    for _ in 0..2 {
+        lab.table(|t| {
+            t.remove_network("198.18.3.0/24".parse().unwrap(), "pier-test-br2")
+                .unwrap()
+        });
+        let table = lab.nft(&["list", "table", "inet", "pier"]);
+        assert!(!table.contains("198.18.3.0/24"), "{table}");
+        assert!(!table.contains("pier-test-br2"), "{table}");
+        assert!(table.contains("198.18.2.0/24"), "{table}");
+        assert!(table.contains("\"pier-test-br\""), "{table}");
+        let forward = lab.nft(&["list", "chain", "ip", "filter", "FORWARD"]);
+        assert!(!forward.contains("198.18.3.0/24"), "{forward}");
+        assert_eq!(forward.matches("comment \"pier\"").count(), 3, "{forward}");
+    }
+    lab.table(|t| t.teardown().unwrap());
+    lab.table(|t| {
+        t.remove_network("198.18.2.0/24".parse().unwrap(), "pier-test-br")
+            .unwrap()
+    });
+}

@@ -86,6 +86,14 @@ impl NetworkDriver for Bridge {
                 step: "remove pier's nftables table with its last bridge network",
                 source,
             }));
+            return errors;
+        }
+        for subnet in std::iter::once(network.subnet).chain(network.subnet6) {
+            let removed = Table.remove_network(subnet, &network.interface);
+            errors.extend(removed.err().map(|source| NetworkError::Nft {
+                step: "unregister the network from nftables",
+                source,
+            }));
         }
         errors
     }

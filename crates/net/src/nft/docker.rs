@@ -4,6 +4,7 @@
 //! (its sanctioned hook) or, without one, to `FORWARD`; teardown deletes every rule so
 //! commented, found by handle.
 use serde_json::{json, Value};
+use std::net::IpAddr;
 
 use super::run::{apply, list, objects};
 use super::NftError;
@@ -86,12 +87,27 @@ fn rule_command(verb: &str, chain: &str, extra: Value) -> Value {
 
 /// Deletes every rule commented "pier" from Docker's chains (none is fine).
 pub(crate) fn remove_all() -> Result<(), NftError> {
+    remove_matching(|_| true)
+}
+
+/// Deletes pier's rules for one container subnet from Docker's chains (none is fine).
+pub(crate) fn remove_subnet(subnet: crate::Subnet) -> Result<(), NftError> {
+    let IpAddr::V4(addr) = subnet.addr() else {
+        return Ok(());
+    };
+    let right = json!({"prefix": {"addr": addr.to_string(), "len": subnet.prefix()}});
+    remove_matching(|rule| rule["expr"][0]["match"]["right"] == right)
+}
+
+/// Deletes the rules commented "pier" that `selects` picks, found by handle.
+fn remove_matching(selects: impl Fn(&Value) -> bool) -> Result<(), NftError> {
     let mut commands = Vec::new();
     for chain in CHAINS {
         let Some(listing) = list("list Docker's chain", &["chain", "ip", "filter", chain])? else {
             continue;
         };
-        for rule in objects(&listing, "rule").filter(|r| r["comment"] == COMMENT) {
+        let ours = objects(&listing, "rule").filter(|r| r["comment"] == COMMENT && selects(r));
+        for rule in ours {
             commands.push(
                 json!({"delete": {"rule": {"family": "ip", "table": "filter",
                 "chain": chain, "handle": rule["handle"]}}}),

@@ -272,6 +272,40 @@ impl Table {
         Ok(out)
     }
 
+    /// Unregisters a container network (the reverse of [`Table::add_network`]): its subnet and
+    /// bridge leave the table's sets and pier's rules for it leave Docker's chains. Idempotent:
+    /// each element is added then deleted in one transaction, so a missing one is no error, and
+    /// a missing table means there is nothing to remove.
+    pub fn remove_network(&self, subnet: Subnet, bridge: &str) -> Result<(), NftError> {
+        if !is_ifname(bridge) {
+            return Err(NftError::BadIfname {
+                step: "remove network",
+                name: bridge.to_string(),
+            });
+        }
+        if run::list("list table inet pier", &["table", FAMILY, TABLE])?.is_none() {
+            return docker::remove_subnet(subnet);
+        }
+        let (subnets, nets) = match subnet.addr() {
+            IpAddr::V4(_) => (rules::SUBNETS4, rules::BRIDGE_NETS4),
+            IpAddr::V6(_) => (rules::SUBNETS6, rules::BRIDGE_NETS6),
+        };
+        let sets = [
+            (subnets, subnet.to_string()),
+            (rules::BRIDGES, format!("\"{bridge}\"")),
+            (nets, format!("\"{bridge}\" . {subnet}")),
+        ];
+        let mut script = String::new();
+        for verb in ["add", "delete"] {
+            for (set, elem) in &sets {
+                script += &rules::elements(verb, set, std::slice::from_ref(elem));
+            }
+        }
+        let object = format!("{subnets} {subnet}, {} {bridge}", rules::BRIDGES);
+        run::apply_text("remove network", &object, &script)?;
+        docker::remove_subnet(subnet)
+    }
+
     /// Deletes the table and pier's rules in Docker's chains; keeps going past a failure and
     /// reports every one.
     pub fn teardown(&self) -> Result<(), NftError> {
