@@ -10,6 +10,7 @@
 //!
 //! Tests: unit tests beside each verb and in `dialect.rs`; black-box tests of the binary in
 //! `crates/pier/tests/engine_*.rs`.
+mod crash_points;
 pub mod dialect;
 mod exec;
 mod gc;
@@ -79,6 +80,8 @@ enum Verb {
     Port(port::Args),
     Network(network::Args),
     Gc(gc::Args),
+    #[command(hide = true)]
+    CrashPoints(crash_points::Args),
 }
 
 /// Parses an engine command line and runs it; returns the exit code.
@@ -131,6 +134,7 @@ fn dispatch(cli: EngineCli) -> anyhow::Result<i32> {
         Verb::Port(args) => port::run(args, &open(paths)?),
         Verb::Network(args) => network::run(args, &open(paths)?),
         Verb::Gc(args) => gc::run(args, &open(paths)?),
+        Verb::CrashPoints(args) => crash_points::run(args),
     }
 }
 
