@@ -23,6 +23,7 @@ pub mod crash;
 pub mod dns;
 pub mod engine;
 mod gc;
+pub mod init;
 pub mod logs;
 pub mod monitor;
 pub mod network;
