@@ -1,7 +1,8 @@
 //! Command-line front end: which command line an invocation speaks, runc's clap tree with its
 //! global flags, and the dispatch to one module per verb.
 //!
-//! Theory of operation: pier speaks two command lines. [`engine::dialect`] decides which one an
+//! Theory of operation: run as `/dev/init`, pier is a container's init (pier-engine's `init`).
+//! Otherwise it speaks two command lines. [`engine::dialect`] decides which one an
 //! invocation uses (rule in its header and in `pier --help`): the engine's Docker-style verbs
 //! (`engine/`, one module per verb, exit code 125 on pier's own failures) or runc's, below.
 //! pier speaks runc's command line because Docker (through containerd's
@@ -158,9 +159,14 @@ enum Command {
     Proxy(proxy::Args),
 }
 
-/// Runs the command line in the dialect it speaks; returns the process exit code.
+/// Runs the command line in the dialect it speaks; returns the process exit code. Started as
+/// `/dev/init` (`pier run --init` binds the binary there), pier is the container's init.
 pub fn main() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.first().is_some_and(|a| a == pier_engine::spec::INIT_PATH) {
+        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        return pier_engine::init::main(&args);
+    }
     let text: Vec<String> = args
         .iter()
         .skip(1)
