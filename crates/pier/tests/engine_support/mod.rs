@@ -122,10 +122,13 @@ impl Netns {
         })
     }
 
-    /// A dummy link in the namespace with `address` (CIDR) on it, up.
+    /// A link `name` in the namespace with `address` (CIDR) on it, up: one end of a veth pair
+    /// whose other end (`name` + "p") is up too (this kernel has no dummy driver).
     pub fn dummy(&self, name: &str, address: &str) {
-        self.ip(&["link", "add", name, "type", "dummy"]);
+        let peer = format!("{name}p");
+        self.ip(&["link", "add", name, "type", "veth", "peer", "name", &peer]);
         self.ip(&["addr", "add", address, "dev", name]);
+        self.ip(&["link", "set", &peer, "up"]);
         self.ip(&["link", "set", name, "up"]);
     }
 }
