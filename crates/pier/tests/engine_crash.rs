@@ -9,6 +9,8 @@
 mod engine_support;
 
 use engine_support::{cgroups_named, describe, require_root, unique, Host, Snapshot};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// The crash points pier knows.
 fn crash_points(host: &Host) -> Vec<String> {
@@ -24,34 +26,68 @@ fn crash_points(host: &Host) -> Vec<String> {
     points
 }
 
-/// Runs pier with `PIER_CRASH_AT=point`; any outcome is fine (the crash is the point).
-fn crash(host: &Host, point: &str, args: &[&str]) {
-    let _ = engine_support::finish(host.command(args).env("PIER_CRASH_AT", point));
+/// How long a pier command may take after a crash before the test calls it hung: a watchdog
+/// against a test that never ends, not a timing assertion.
+const HUNG: Duration = Duration::from_secs(20);
+
+/// Runs pier with `PIER_CRASH_AT=point`; any outcome is fine (the crash is the point) except
+/// hanging: a command that has not ended after [`HUNG`] is killed and reported.
+fn crash(host: &Host, point: &str, args: &[&str]) -> Result<(), String> {
+    let mut child = host
+        .command(args)
+        .env("PIER_CRASH_AT", point)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting pier");
+    let started = Instant::now();
+    while child.try_wait().expect("polling pier").is_none() {
+        if started.elapsed() > HUNG {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("crash at {point}: pier {args:?} hung"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
-/// One container's life with a crash at `point`, then gc; asserts the host is back at `baseline`.
-fn crash_at(host: &Host, point: &str, baseline: &Snapshot) {
+/// One container's life with a crash at `point`, then gc; the host must be back at `baseline`.
+fn crash_at(host: &Host, point: &str, baseline: &Snapshot) -> Result<(), String> {
     let name = unique("crash");
     let mark = format!("PIER_TEST_MARK={name}");
     let run = ["run", "-d", "--name", &name, "-e", &mark, "-p", "18080:80", "--publish-mode", "nat", "host", "sleep", "600"];
     let mut ids = vec![name.clone()];
-    crash(host, point, &run);
-    ids.extend(host.entries("containers"));
-    crash(host, point, &["stop", "-t", "1", &name]);
-    ids.extend(host.entries("containers"));
-    crash(host, point, &["rm", "-f", &name]);
-    ids.extend(host.entries("containers"));
+    let mut hung = Vec::new();
+    for args in [&run[..], &["stop", "-t", "1", &name], &["rm", "-f", &name]] {
+        hung.extend(crash(host, point, args).err());
+        ids.extend(host.entries("containers"));
+    }
     let gc = host.run(&["gc"]);
-    assert!(gc.status.success(), "pier gc after a crash at {point}: {}", describe(&gc));
+    let mut problems = hung;
+    if !gc.status.success() {
+        problems.push(format!("crash at {point}: pier gc failed: {}", describe(&gc)));
+    }
     // A container that survived every crash is removed the ordinary way.
     let _ = host.run(&["rm", "-f", &name]);
     let _ = host.run(&["gc"]);
     let after = host.snapshot();
-    assert_eq!(&after, baseline, "crash at {point}: left behind (ids {ids:?})");
+    if &after != baseline {
+        problems.push(format!("crash at {point}: left behind (ids {ids:?}):\n{after:#?}\nbaseline: {baseline:#?}"));
+    }
     let cgroups = cgroups_named(&ids);
-    assert!(cgroups.is_empty(), "crash at {point}: cgroups left: {cgroups:?}");
+    if !cgroups.is_empty() {
+        problems.push(format!("crash at {point}: cgroups left: {cgroups:?}"));
+    }
     let processes = host.processes(&name);
-    assert!(processes.is_empty(), "crash at {point}: processes left: {processes:?}");
+    if !processes.is_empty() {
+        problems.push(format!("crash at {point}: processes left: {processes:?}"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
 }
 
 #[test]
@@ -64,9 +100,15 @@ fn nothing_survives_a_crash_at_any_point() {
     let warm = unique("warm");
     host.start(&warm, &["-p", "18080:80", "--publish-mode", "nat"], &["sleep", "600"]);
     host.ok(&["rm", "-f", &warm]);
-    let baseline = host.snapshot();
+    let mut baseline = host.snapshot();
     assert!(baseline.containers.is_empty() && baseline.mounts.is_empty(), "{baseline:?}");
+    let mut failures = Vec::new();
     for point in &points {
-        crash_at(&host, point, &baseline);
+        if let Err(e) = crash_at(&host, point, &baseline) {
+            failures.push(e);
+            // Judge the next points on their own, whatever this one left.
+            baseline = host.snapshot();
+        }
     }
+    assert!(failures.is_empty(), "{} of {} crash points failed:\n{}", failures.len(), points.len(), failures.join("\n"));
 }
