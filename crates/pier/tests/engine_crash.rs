@@ -15,7 +15,11 @@ use std::time::{Duration, Instant};
 /// The crash points pier knows.
 fn crash_points(host: &Host) -> Vec<String> {
     let out = host.run(&["crash-points"]);
-    assert!(out.status.success(), "pier crash-points: {}", describe(&out));
+    assert!(
+        out.status.success(),
+        "pier crash-points: {}",
+        describe(&out)
+    );
     let points: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::trim)
@@ -56,7 +60,21 @@ fn crash(host: &Host, point: &str, args: &[&str]) -> Result<(), String> {
 fn crash_at(host: &Host, point: &str, baseline: &Snapshot) -> Result<(), String> {
     let name = unique("crash");
     let mark = format!("PIER_TEST_MARK={name}");
-    let run = ["run", "-d", "--name", &name, "-e", &mark, "-p", "18080:80", "--publish-mode", "nat", "host", "sleep", "600"];
+    let run = [
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "-e",
+        &mark,
+        "-p",
+        "18080:80",
+        "--publish-mode",
+        "nat",
+        "host",
+        "sleep",
+        "600",
+    ];
     let mut ids = vec![name.clone()];
     let mut hung = Vec::new();
     for args in [&run[..], &["stop", "-t", "1", &name], &["rm", "-f", &name]] {
@@ -66,14 +84,19 @@ fn crash_at(host: &Host, point: &str, baseline: &Snapshot) -> Result<(), String>
     let gc = host.run(&["gc"]);
     let mut problems = hung;
     if !gc.status.success() {
-        problems.push(format!("crash at {point}: pier gc failed: {}", describe(&gc)));
+        problems.push(format!(
+            "crash at {point}: pier gc failed: {}",
+            describe(&gc)
+        ));
     }
     // A container that survived every crash is removed the ordinary way.
     let _ = host.run(&["rm", "-f", &name]);
     let _ = host.run(&["gc"]);
     let after = host.snapshot();
     if &after != baseline {
-        problems.push(format!("crash at {point}: left behind (ids {ids:?}):\n{after:#?}\nbaseline: {baseline:#?}"));
+        problems.push(format!(
+            "crash at {point}: left behind (ids {ids:?}):\n{after:#?}\nbaseline: {baseline:#?}"
+        ));
     }
     let cgroups = cgroups_named(&ids);
     if !cgroups.is_empty() {
@@ -98,10 +121,17 @@ fn nothing_survives_a_crash_at_any_point() {
     let host = Host::new("crash");
     let points = crash_points(&host);
     let warm = unique("warm");
-    host.start(&warm, &["-p", "18080:80", "--publish-mode", "nat"], &["sleep", "600"]);
+    host.start(
+        &warm,
+        &["-p", "18080:80", "--publish-mode", "nat"],
+        &["sleep", "600"],
+    );
     host.ok(&["rm", "-f", &warm]);
     let mut baseline = host.snapshot();
-    assert!(baseline.containers.is_empty() && baseline.mounts.is_empty(), "{baseline:?}");
+    assert!(
+        baseline.containers.is_empty() && baseline.mounts.is_empty(),
+        "{baseline:?}"
+    );
     let mut failures = Vec::new();
     for point in &points {
         if let Err(e) = crash_at(&host, point, &baseline) {
@@ -110,5 +140,11 @@ fn nothing_survives_a_crash_at_any_point() {
             baseline = host.snapshot();
         }
     }
-    assert!(failures.is_empty(), "{} of {} crash points failed:\n{}", failures.len(), points.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} crash points failed:\n{}",
+        failures.len(),
+        points.len(),
+        failures.join("\n")
+    );
 }

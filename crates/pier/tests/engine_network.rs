@@ -22,12 +22,38 @@ const INTERNET_SIDE: &str = "198.19.254.2";
 
 impl Internet {
     fn wire(host: &Host) -> Internet {
-        let internet = Internet { netns: Netns::new("inet") };
-        host.netns.ip(&["link", "add", "pier-test-up", "type", "veth", "peer", "name", "pier-test-dn", "netns", &internet.netns.name]);
-        host.netns.ip(&["addr", "add", &format!("{HOST_SIDE}/24"), "dev", "pier-test-up"]);
+        let internet = Internet {
+            netns: Netns::new("inet"),
+        };
+        host.netns.ip(&[
+            "link",
+            "add",
+            "pier-test-up",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "pier-test-dn",
+            "netns",
+            &internet.netns.name,
+        ]);
+        host.netns.ip(&[
+            "addr",
+            "add",
+            &format!("{HOST_SIDE}/24"),
+            "dev",
+            "pier-test-up",
+        ]);
         host.netns.ip(&["link", "set", "pier-test-up", "up"]);
-        host.netns.ip(&["route", "add", "default", "via", INTERNET_SIDE]);
-        internet.netns.ip(&["addr", "add", &format!("{INTERNET_SIDE}/24"), "dev", "pier-test-dn"]);
+        host.netns
+            .ip(&["route", "add", "default", "via", INTERNET_SIDE]);
+        internet.netns.ip(&[
+            "addr",
+            "add",
+            &format!("{INTERNET_SIDE}/24"),
+            "dev",
+            "pier-test-dn",
+        ]);
         internet.netns.ip(&["link", "set", "pier-test-dn", "up"]);
         internet
     }
@@ -35,7 +61,9 @@ impl Internet {
 
 /// Whether `from` (a container) gets an answer to one ping of `address`.
 fn pings(host: &Host, from: &str, address: &str) -> bool {
-    let out = host.run(&["exec", from, "busybox", "ping", "-c", "1", "-W", "2", address]);
+    let out = host.run(&[
+        "exec", from, "busybox", "ping", "-c", "1", "-W", "2", address,
+    ]);
     out.status.success()
 }
 
@@ -54,7 +82,11 @@ fn fifty_containers_get_unique_addresses_and_reach_each_other() {
     });
     let addresses: Vec<String> = names.iter().map(|n| host.address(n)).collect();
     let unique_addresses: BTreeSet<&String> = addresses.iter().collect();
-    assert_eq!(unique_addresses.len(), 50, "duplicate addresses: {addresses:?}");
+    assert_eq!(
+        unique_addresses.len(),
+        50,
+        "duplicate addresses: {addresses:?}"
+    );
     for (i, name) in names.iter().enumerate() {
         let next = &addresses[(i + 1) % names.len()];
         assert!(pings(&host, name, next), "{name} cannot reach {next}");
@@ -77,14 +109,26 @@ fn networks_are_isolated_from_each_other() {
     host.start(&b1, &["--network", &net_b], &["sleep", "600"]);
     let (addr_a2, addr_b1) = (host.address(&a2), host.address(&b1));
     assert!(addr_a2.starts_with("198.18.210.") && addr_b1.starts_with("198.18.211."));
-    assert!(pings(&host, &a1, &addr_a2), "{a1} cannot reach {a2} on its own network");
-    assert!(!pings(&host, &a1, &addr_b1), "{a1} reaches {b1} across networks");
-    assert!(!pings(&host, &b1, &addr_a2), "{b1} reaches {a2} across networks");
+    assert!(
+        pings(&host, &a1, &addr_a2),
+        "{a1} cannot reach {a2} on its own network"
+    );
+    assert!(
+        !pings(&host, &a1, &addr_b1),
+        "{a1} reaches {b1} across networks"
+    );
+    assert!(
+        !pings(&host, &b1, &addr_a2),
+        "{b1} reaches {a2} across networks"
+    );
     host.fails_naming(&["network", "rm", &net_a], &net_a);
     host.ok(&["rm", "-f", &a1, &a2]);
     assert_eq!(host.ok(&["network", "rm", &net_a]).trim(), net_a);
     let listed = host.ok(&["network", "ls", "-q"]);
-    assert!(!listed.contains(&net_a) && listed.contains(&net_b), "{listed}");
+    assert!(
+        !listed.contains(&net_a) && listed.contains(&net_b),
+        "{listed}"
+    );
 }
 
 #[test]
@@ -94,7 +138,9 @@ fn egress_is_masqueraded_to_the_internet() {
     }
     let host = Host::new("egress");
     let internet = Internet::wire(&host);
-    let listener = internet.netns.within(|| TcpListener::bind((INTERNET_SIDE, 80)).expect("binding the server"));
+    let listener = internet
+        .netns
+        .within(|| TcpListener::bind((INTERNET_SIDE, 80)).expect("binding the server"));
     let server = std::thread::spawn(move || {
         let (mut stream, peer) = listener.accept().expect("accepting the container");
         let mut request = [0u8; 1024];
@@ -104,10 +150,16 @@ fn egress_is_masqueraded_to_the_internet() {
         peer.ip().to_string()
     });
     let url = format!("http://{INTERNET_SIDE}/");
-    let out = host.run(&["run", "--rm", "host", "busybox", "wget", "-q", "-O", "-", &url]);
+    let out = host.run(&[
+        "run", "--rm", "host", "busybox", "wget", "-q", "-O", "-", &url,
+    ]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "pier-egress-ok\n");
-    assert_eq!(server.join().expect("server thread"), HOST_SIDE, "egress was not masqueraded");
+    assert_eq!(
+        server.join().expect("server thread"),
+        HOST_SIDE,
+        "egress was not masqueraded"
+    );
 }
 
 #[test]
@@ -119,10 +171,20 @@ fn published_port_is_reached_from_the_internet() {
     let internet = Internet::wire(&host);
     let name = unique("web");
     let serve = "mkdir -p /tmp/www && echo pier-published > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
-    host.start(&name, &["-p", "8080:80", "--publish-mode", "nat"], &["sh", "-c", serve]);
+    host.start(
+        &name,
+        &["-p", "8080:80", "--publish-mode", "nat"],
+        &["sh", "-c", serve],
+    );
     assert_eq!(host.ok(&["port", &name]).trim(), "80/tcp -> 0.0.0.0:8080");
     let ps = host.ps_all();
-    assert!(ps[0]["ports"].as_str().unwrap_or_default().contains("8080->80/tcp"), "{ps:?}");
+    assert!(
+        ps[0]["ports"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("8080->80/tcp"),
+        "{ps:?}"
+    );
     let page = internet.netns.within(|| {
         (0..100)
             .find_map(|_| {
@@ -153,22 +215,81 @@ fn network_modes_and_static_addresses() {
     }
     let host = Host::new("modes");
     host.netns.dummy("pier-test-dmy", "198.19.253.1/24");
-    let none = host.ok(&["run", "--rm", "--network", "none", "host", "ip", "-o", "link", "show"]);
+    let none = host.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "host",
+        "ip",
+        "-o",
+        "link",
+        "show",
+    ]);
     assert_eq!(none.lines().count(), 1, "--network none: {none}");
-    let shared = host.ok(&["run", "--rm", "--network", "host", "host", "ip", "-o", "link", "show"]);
+    let shared = host.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "host",
+        "ip",
+        "-o",
+        "link",
+        "show",
+    ]);
     assert!(shared.contains("pier-test-dmy"), "--network host: {shared}");
 
     let net = unique("static");
-    host.ok(&["network", "create", "--subnet", "198.18.220.0/24", "--ipv6", "--subnet6", "2001:2:0:220::/64", &net]);
-    let inspect: serde_json::Value = serde_json::from_str(&host.ok(&["network", "inspect", &net])).expect("inspect JSON");
+    host.ok(&[
+        "network",
+        "create",
+        "--subnet",
+        "198.18.220.0/24",
+        "--ipv6",
+        "--subnet6",
+        "2001:2:0:220::/64",
+        &net,
+    ]);
+    let inspect: serde_json::Value =
+        serde_json::from_str(&host.ok(&["network", "inspect", &net])).expect("inspect JSON");
     assert_eq!(inspect[0]["subnet"], "198.18.220.0/24", "{inspect}");
     let name = unique("fixed");
-    host.start(&name, &["--network", &net, "--ip", "198.18.220.50", "--ip6", "2001:2:0:220::50"], &["sleep", "600"]);
+    host.start(
+        &name,
+        &[
+            "--network",
+            &net,
+            "--ip",
+            "198.18.220.50",
+            "--ip6",
+            "2001:2:0:220::50",
+        ],
+        &["sleep", "600"],
+    );
     assert_eq!(host.address(&name), "198.18.220.50");
-    let v6 = host.ok(&["exec", &name, "ip", "-6", "-o", "addr", "show", "dev", "eth0"]);
+    let v6 = host.ok(&[
+        "exec", &name, "ip", "-6", "-o", "addr", "show", "dev", "eth0",
+    ]);
     assert!(v6.contains("2001:2:0:220::50/64"), "{v6}");
-    let joined = host.ok(&["run", "--rm", "--network", &format!("container:{name}"), "host", "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
-    assert!(joined.contains("198.18.220.50/24"), "container:{name}: {joined}");
+    let joined = host.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        &format!("container:{name}"),
+        "host",
+        "ip",
+        "-4",
+        "-o",
+        "addr",
+        "show",
+        "dev",
+        "eth0",
+    ]);
+    assert!(
+        joined.contains("198.18.220.50/24"),
+        "container:{name}: {joined}"
+    );
 }
 
 #[test]
@@ -179,20 +300,64 @@ fn macvlan_with_host_shim_and_ipvlan_refused() {
     let host = Host::new("mac");
     host.netns.dummy("pier-test-par", "198.19.252.1/24");
     let net = unique("mac");
-    host.ok(&["network", "create", "-d", "macvlan", "--parent", "pier-test-par", "--subnet", "198.18.230.0/24", "--gateway", "198.18.230.1", "--host-shim", &net]);
+    host.ok(&[
+        "network",
+        "create",
+        "-d",
+        "macvlan",
+        "--parent",
+        "pier-test-par",
+        "--subnet",
+        "198.18.230.0/24",
+        "--gateway",
+        "198.18.230.1",
+        "--host-shim",
+        &net,
+    ]);
     let (m1, m2) = (unique("m1"), unique("m2"));
     host.start(&m1, &["--network", &net], &["sleep", "600"]);
     host.start(&m2, &["--network", &net], &["sleep", "600"]);
     let (a1, a2) = (host.address(&m1), host.address(&m2));
     assert_ne!(a1, a2);
-    assert!(pings(&host, &m1, &a2), "macvlan containers cannot reach each other");
+    assert!(
+        pings(&host, &m1, &a2),
+        "macvlan containers cannot reach each other"
+    );
     let from_host = host.netns.within(|| {
-        std::process::Command::new("busybox").args(["ping", "-c", "1", "-W", "2", &a1]).output().expect("ping")
+        std::process::Command::new("busybox")
+            .args(["ping", "-c", "1", "-W", "2", &a1])
+            .output()
+            .expect("ping")
     });
-    assert!(from_host.status.success(), "the host shim does not reach {a1}: {}", describe(&from_host));
+    assert!(
+        from_host.status.success(),
+        "the host shim does not reach {a1}: {}",
+        describe(&from_host)
+    );
     let listed = host.ok(&["network", "ls"]);
-    assert!(listed.lines().any(|l| l.contains(&net) && l.contains("macvlan")), "{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains(&net) && l.contains("macvlan")),
+        "{listed}"
+    );
 
-    let stderr = host.fails_naming(&["network", "create", "-d", "ipvlan", "--parent", "pier-test-par", "--subnet", "198.18.231.0/24", &unique("ipv")], "ipvlan");
-    assert!(stderr.contains("macvlan"), "the ipvlan refusal does not suggest macvlan: {stderr}");
+    let stderr = host.fails_naming(
+        &[
+            "network",
+            "create",
+            "-d",
+            "ipvlan",
+            "--parent",
+            "pier-test-par",
+            "--subnet",
+            "198.18.231.0/24",
+            &unique("ipv"),
+        ],
+        "ipvlan",
+    );
+    assert!(
+        stderr.contains("macvlan"),
+        "the ipvlan refusal does not suggest macvlan: {stderr}"
+    );
 }

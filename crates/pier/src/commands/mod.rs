@@ -163,8 +163,14 @@ enum Command {
 /// `/dev/init` (`pier run --init` binds the binary there), pier is the container's init.
 pub fn main() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.first().is_some_and(|a| a == pier_engine::spec::INIT_PATH) {
-        let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    if args
+        .first()
+        .is_some_and(|a| a == pier_engine::spec::INIT_PATH)
+    {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         return pier_engine::init::main(&args);
     }
     let text: Vec<String> = args

@@ -226,7 +226,9 @@ impl Host {
 
     /// The container's IPv4 address on eth0, read inside it with the host's `ip`.
     pub fn address(&self, container: &str) -> String {
-        let out = self.ok(&["exec", container, "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
+        let out = self.ok(&[
+            "exec", container, "ip", "-4", "-o", "addr", "show", "dev", "eth0",
+        ]);
         let inet = out
             .split_whitespace()
             .skip_while(|w| *w != "inet")
@@ -358,7 +360,11 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
 pub fn processes_with(needles: &[&str]) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut pids = Vec::new();
-    for entry in fs::read_dir("/proc").into_iter().flatten().filter_map(Result::ok) {
+    for entry in fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+    {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
@@ -405,12 +411,20 @@ pub fn cgroups_named(needles: &[String]) -> Vec<PathBuf> {
 
 /// The value of a cgroup v1 file of `pid`'s `controller` (as named in /proc/PID/cgroup).
 pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> String {
-    let table = fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("reading /proc/PID/cgroup");
+    let table =
+        fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("reading /proc/PID/cgroup");
     let line = table
         .lines()
-        .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == controller)))
+        .find(|l| {
+            l.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == controller))
+        })
         .unwrap_or_else(|| panic!("{pid} has no {controller} cgroup: {table}"));
-    let (controllers, path) = line.split_once(':').and_then(|(_, rest)| rest.split_once(':')).expect("cgroup line");
+    let (controllers, path) = line
+        .split_once(':')
+        .and_then(|(_, rest)| rest.split_once(':'))
+        .expect("cgroup line");
     let file = Path::new("/sys/fs/cgroup")
         .join(controllers)
         .join(path.trim_start_matches('/'))
@@ -440,7 +454,8 @@ pub fn finish(cmd: &mut Command) -> Output {
 
 fn read_all(file: &mut fs::File) -> Vec<u8> {
     let mut bytes = Vec::new();
-    file.seek(SeekFrom::Start(0)).expect("rewinding output file");
+    file.seek(SeekFrom::Start(0))
+        .expect("rewinding output file");
     file.read_to_end(&mut bytes).expect("reading output file");
     bytes
 }

@@ -68,7 +68,7 @@ pub struct EngineCli {
 
 #[derive(Subcommand, Debug)]
 enum Verb {
-    Run(run::Args),
+    Run(Box<run::Args>),
     Ps(ps::Args),
     Logs(logs::Args),
     Stop(stop::Args),
@@ -122,7 +122,7 @@ fn dispatch(cli: EngineCli) -> anyhow::Result<i32> {
         state_dir: crate::commands::absolute(&cli.state_dir),
     };
     match cli.command {
-        Verb::Run(args) => run::run(args, paths),
+        Verb::Run(args) => run::run(*args, paths),
         Verb::Ps(args) => ps::run(args, &open(paths)?),
         Verb::Logs(args) => logs::run(args, &open(paths)?),
         Verb::Stop(args) => stop::run(args, &open(paths)?),

@@ -187,7 +187,7 @@ mod tests {
 
     fn run_args(line: &str) -> pier_engine::config::RunArgs {
         match parse(line).unwrap().command {
-            Verb::Run(args) => args.into_run_args(),
+            Verb::Run(args) => (*args).into_run_args(),
             other => panic!("{line}: parsed as {other:?}"),
         }
     }
