@@ -54,8 +54,13 @@ fn main() {
         ("dead_monitor_is_collected", dead_monitor_is_collected),
         ("crash_points_leave_nothing", crash_points_leave_nothing),
     ];
+    let only = args.get(1).filter(|a| !a.starts_with('-'));
     for (name, test) in tests {
+        if only.is_some_and(|o| !name.contains(o.as_str())) {
+            continue;
+        }
         print!("test {name} ... ");
+        std::io::Write::flush(&mut std::io::stdout()).expect("flush");
         test(&paths);
         assert_clean(&paths);
         println!("ok");
@@ -175,6 +180,8 @@ fn dead_monitor_is_collected(paths: &Paths) {
 /// Each crash point in a child process (`run -d`, then `stop` and `rm`), then `gc`.
 fn crash_points_leave_nothing(paths: &Paths) {
     for point in pier_engine::crash::POINTS {
+        print!("{point} ");
+        std::io::Write::flush(&mut std::io::stdout()).expect("flush");
         let verb = point.split(':').next().expect("verb");
         Command::new(std::env::current_exe().expect("exe"))
             .args(["child-run", &paths.state_dir.display().to_string(), verb])
