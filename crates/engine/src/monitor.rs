@@ -211,23 +211,27 @@ pub fn detach() -> Result<Side, MonitorError> {
     }
 }
 
-/// In the middle process: new session, fork the monitor, exit.
+/// In the middle process: new session, fork the monitor, tell the front its pid, exit (with
+/// `_exit`: the front's buffered stdout must not be flushed twice).
 fn middle(write: OwnedFd) -> Result<Side, MonitorError> {
     let mut reporter = Reporter(Some(File::from(write)));
     let forked = nix::unistd::setsid()
         .map_err(sys("setsid"))
         .and_then(|_| pier_sys::clone::fork(0, None).map_err(|e| sys("fork")(errno(e))));
     match forked {
-        Ok(Forked::Parent { .. }) => std::process::exit(0),
+        Ok(Forked::Parent { pid, .. }) => {
+            reporter.pid(pid);
+            pier_sys::process::exit_now(0)
+        }
         Err(e) => {
             reporter.err(&e.to_string());
-            std::process::exit(1)
+            pier_sys::process::exit_now(1)
         }
         Ok(Forked::Child) => {}
     }
     if let Err(e) = become_monitor() {
         reporter.err(&e.to_string());
-        std::process::exit(1)
+        pier_sys::process::exit_now(1)
     }
     Ok(Side::Monitor(reporter))
 }
@@ -256,6 +260,13 @@ fn become_monitor() -> Result<(), MonitorError> {
 pub struct Reporter(Option<File>);
 
 impl Reporter {
+    /// The middle process names the monitor (the report line follows from the monitor).
+    fn pid(&mut self, pid: i32) {
+        if let Some(file) = self.0.as_mut() {
+            let _ = file.write_all(format!("pid {pid}\n").as_bytes());
+        }
+    }
+
     /// Reports a started container.
     pub fn ok(&mut self, id: &str) {
         self.send(&format!("ok {id}\n"));
@@ -274,20 +285,81 @@ impl Reporter {
     }
 }
 
-/// The front's side: the id of the started container, or the monitor's error text.
-pub fn read_report(mut pipe: File) -> Result<String, String> {
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    // Up to the newline only: the container's init may hold a copy of the pipe until its exec.
-    while let Ok(1) = pipe.read(&mut byte) {
-        if byte[0] == b'\n' {
-            break;
-        }
-        line.push(byte[0]);
+/// The front's side: the id of the started container, or the monitor's error text. The pipe
+/// alone cannot tell that the monitor died: the container's held init has a copy of its write
+/// end until it execs. So the middle process names the monitor first, and the monitor's pidfd
+/// is polled with the pipe.
+pub fn read_report(pipe: File) -> Result<String, String> {
+    let died = || "the monitor exited before reporting (`pier gc` removes what it left)".to_owned();
+    let mut lines = Lines {
+        pipe,
+        buf: Vec::new(),
+    };
+    let first = lines.next(None).ok_or_else(died)?;
+    let monitor = match first.split_once(' ') {
+        Some(("pid", pid)) => pid.parse().ok().and_then(|p| pier_sys::pidfd::open(p).ok()),
+        _ => return parse_report(&first).ok_or_else(died)?,
+    };
+    let line = lines.next(monitor.as_ref()).ok_or_else(died)?;
+    parse_report(&line).ok_or_else(died)?
+}
+
+fn parse_report(line: &str) -> Option<Result<String, String>> {
+    match line.split_once(' ') {
+        Some(("ok", id)) => Some(Ok(id.to_owned())),
+        Some(("err", reason)) => Some(Err(reason.to_owned())),
+        _ => None,
     }
-    match String::from_utf8_lossy(&line).split_once(' ') {
-        Some(("ok", id)) => Ok(id.to_owned()),
-        Some(("err", reason)) => Err(reason.to_owned()),
-        _ => Err("the monitor exited before reporting (`pier gc` removes what it left)".into()),
+}
+
+/// Lines of the report pipe, read byte by byte (nothing past a line is consumed).
+struct Lines {
+    pipe: File,
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    /// The next line; `None` at end-of-file, or once `monitor` exited with no full line left.
+    fn next(&mut self, monitor: Option<&OwnedFd>) -> Option<String> {
+        let mut byte = [0u8; 1];
+        loop {
+            if let Some(pidfd) = monitor {
+                if !self.readable(pidfd) {
+                    return None;
+                }
+            }
+            match self.pipe.read(&mut byte) {
+                Ok(1) if byte[0] == b'\n' => {
+                    let line = String::from_utf8_lossy(&self.buf).into_owned();
+                    self.buf.clear();
+                    return Some(line);
+                }
+                Ok(1) => self.buf.push(byte[0]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                _ => return None,
+            }
+        }
+    }
+
+    /// Waits until the pipe has data (true) or the monitor exited with none left (false).
+    fn readable(&self, pidfd: &OwnedFd) -> bool {
+        loop {
+            let mut fds = [
+                PollFd::new(self.pipe.as_fd(), PollFlags::POLLIN),
+                PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return false,
+                Ok(_) => {}
+            }
+            let ready = |f: &PollFd| f.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
+            if ready(&fds[0]) {
+                return true;
+            }
+            if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                return false;
+            }
+        }
     }
 }

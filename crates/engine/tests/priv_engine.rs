@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use pier_engine::config::{RunArgs, RunConfig};
-use pier_engine::engine::{Engine, EngineError, RunOutcome};
+use pier_engine::engine::{Engine, EngineError, ExecArgs, RunOutcome};
 use pier_engine::store::Store;
 use pier_engine::Paths;
 
@@ -41,6 +41,8 @@ fn main() {
     let _netns = Netns(name.clone());
     let file = File::open(format!("/run/netns/{name}")).expect("open netns");
     nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+    let lo = Command::new("ip").args(["link", "set", "lo", "up"]).status();
+    assert!(lo.is_ok_and(|s| s.success()), "ip link set lo up");
     std::env::set_var("PIER_SUBNET_POOL", "198.18.0.0/15:24");
     let state = tempfile::tempdir().expect("tempdir");
     let paths = Paths {
@@ -52,10 +54,18 @@ fn main() {
         ("kill_wait_and_auto_rm", kill_wait_and_auto_rm),
         ("duplicate_name_and_running_rm", duplicate_name_and_running_rm),
         ("dead_monitor_is_collected", dead_monitor_is_collected),
+        ("logs_follow_until_exit", logs_follow_until_exit),
+        ("exec_env_user_workdir", exec_env_user_workdir),
+        ("publish_nat_reaches_container", publish_nat_reaches_container),
         ("crash_points_leave_nothing", crash_points_leave_nothing),
     ];
+    let only = args.get(1).filter(|a| !a.starts_with('-'));
     for (name, test) in tests {
+        if only.is_some_and(|o| !name.contains(o.as_str())) {
+            continue;
+        }
         print!("test {name} ... ");
+        std::io::Write::flush(&mut std::io::stdout()).expect("flush");
         test(&paths);
         assert_clean(&paths);
         println!("ok");
@@ -172,9 +182,86 @@ fn dead_monitor_is_collected(paths: &Paths) {
     engine.rm(&id, false).expect("rm");
 }
 
+fn logs_follow_until_exit(paths: &Paths) {
+    let engine = Engine::open(paths.clone()).expect("open");
+    let mut cfg = config(true, "none", &["sh", "-c", "echo a; read x < /dev/null; echo b; exit 4"]);
+    cfg.rm = false;
+    let id = detached(&engine, cfg);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    engine.logs(&id, true, None, &mut out, &mut err).expect("logs -f");
+    assert_eq!(String::from_utf8_lossy(&out), "a\nb\n");
+    assert_eq!(engine.wait(&id).expect("wait"), 4);
+    let mut last = Vec::new();
+    engine.logs(&id, false, Some(1), &mut last, &mut err).expect("logs --tail 1");
+    assert_eq!(String::from_utf8_lossy(&last), "b\n");
+    engine.rm(&id, false).expect("rm");
+}
+
+fn exec_env_user_workdir(paths: &Paths) {
+    let engine = Engine::open(paths.clone()).expect("open");
+    let id = detached(&engine, config(true, "none", &["sleep", "100"]));
+    let check = r#"test "$FOO" = bar && test "$(id -u)" = 65534 && test "$PWD" = /tmp"#;
+    let args = ExecArgs {
+        env: vec!["FOO=bar".into()],
+        user: Some("65534".into()),
+        workdir: Some("/tmp".into()),
+        command: vec!["sh".into(), "-c".into(), format!("{check} && exit 7")],
+        ..ExecArgs::default()
+    };
+    assert_eq!(engine.exec(&id, &args).expect("exec"), 7);
+    engine.rm(&id, true).expect("rm -f");
+    let err = engine.exec(&id, &args).expect_err("exec in a removed container");
+    assert!(matches!(err, EngineError::NoSuchContainer(_)), "{err}");
+}
+
+fn publish_nat_reaches_container(paths: &Paths) {
+    let engine = Engine::open(paths.clone()).expect("open");
+    let args = RunArgs {
+        detach: true,
+        publish: vec!["80".into()],
+        publish_mode: Some("nat".into()),
+        rootfs: "host".into(),
+        command: ["sh", "-c", "while :; do busybox nc -l -p 80 -e hostname; done"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..RunArgs::default()
+    };
+    let id = detached(&engine, RunConfig::parse(&args).expect("config"));
+    let ports = engine.port(&id).expect("port");
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    let host_port: u16 = ports[0].rsplit(':').next().unwrap().parse().expect("port");
+    let inspect = engine.inspect(&id).expect("inspect");
+    let gateway = inspect["Record"]["attachments"][0]["gateways"][0].as_str().unwrap().to_owned();
+    let reply = fetch(&format!("{gateway}:{host_port}"));
+    assert_eq!(reply.trim(), &id[..12]);
+    engine.rm(&id, true).expect("rm -f");
+    let refused = std::net::TcpStream::connect(format!("{gateway}:{host_port}"));
+    assert!(refused.is_err(), "the published port outlived its container");
+}
+
+/// Reads what the server at `addr` sends; retries the connect while it is not listening yet.
+fn fetch(addr: &str) -> String {
+    use std::io::Read;
+    for _ in 0..300 {
+        let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        let mut text = String::new();
+        if stream.read_to_string(&mut text).is_ok() && !text.is_empty() {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("nothing answered at {addr}");
+}
+
 /// Each crash point in a child process (`run -d`, then `stop` and `rm`), then `gc`.
 fn crash_points_leave_nothing(paths: &Paths) {
     for point in pier_engine::crash::POINTS {
+        print!("{point} ");
+        std::io::Write::flush(&mut std::io::stdout()).expect("flush");
         let verb = point.split(':').next().expect("verb");
         Command::new(std::env::current_exe().expect("exe"))
             .args(["child-run", &paths.state_dir.display().to_string(), verb])
