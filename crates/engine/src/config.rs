@@ -158,6 +158,12 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("--env-file {path}: line {line}: {reason}")]
+    EnvFileLine {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
     #[error("rootfs {path}: {reason}")]
     Rootfs { path: String, reason: String },
     #[error("no command given (and no --entrypoint)")]
@@ -389,12 +395,10 @@ fn read_env_file(
         path: path.to_path_buf(),
         source,
     })?;
-    let bad_line = |n: usize, reason: String| ConfigError::EnvFile {
+    let bad_line = |line: usize, reason: String| ConfigError::EnvFileLine {
         path: path.to_path_buf(),
-        source: std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("line {n}: {reason}"),
-        ),
+        line,
+        reason,
     };
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -492,15 +496,28 @@ fn parse_volume(spec: &str) -> Result<Volume, ConfigError> {
         }
         _ => return Err(invalid("-v", spec, "expected SRC:DST[:ro|rw]")),
     };
-    if !source.starts_with('/') {
+    let source = match source {
+        s if s.starts_with('/') => PathBuf::from(s),
+        // Docker's CLI (23+) makes `./dir` and `../dir` absolute.
+        s if s.starts_with('.') => {
+            std::fs::canonicalize(s).map_err(|e| invalid("-v", spec, format!("source {s}: {e}")))?
+        }
+        s => {
+            return Err(invalid(
+                "-v",
+                spec,
+                format!(
+                    "{s:?} is a named volume, which pier does not have: give an absolute host path"
+                ),
+            ))
+        }
+    };
+    if let Err(e) = std::fs::metadata(&source) {
         return Err(invalid(
             "-v",
             spec,
-            format!("{source:?} is a named volume, which pier does not have: give an absolute host path"),
+            format!("source {}: {e}", source.display()),
         ));
-    }
-    if let Err(e) = std::fs::metadata(source) {
-        return Err(invalid("-v", spec, format!("source {source}: {e}")));
     }
     let read_only = match mode {
         "" | "rw" => false,
@@ -514,7 +531,7 @@ fn parse_volume(spec: &str) -> Result<Volume, ConfigError> {
         }
     };
     Ok(Volume {
-        source: PathBuf::from(source),
+        source,
         destination: check_destination("-v", spec, destination)?,
         read_only,
     })
@@ -1006,6 +1023,9 @@ mod tests {
         assert_eq!(v.destination, Path::new("/data"));
         assert!(v.read_only);
         assert!(!parse_volume(&format!("{src}:/data/")).unwrap().read_only);
+        let relative = parse_volume("./src:/data").unwrap();
+        assert_eq!(relative.source, std::fs::canonicalize("src").unwrap());
+        assert!(parse_volume("./pier-test-missing:/data").is_err());
         for (spec, says) in [
             ("myvol:/data".to_string(), "named volume"),
             ("/data".to_string(), "anonymous"),

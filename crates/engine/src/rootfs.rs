@@ -1,18 +1,32 @@
 //! A container's root filesystem: the built-in `host` root or an overlay on a directory.
 //!
 //! Theory of operation: `host` uses one shared, read-only skeleton directory
-//! (`<state>/hostroot`: empty mount points and the /usr-merge symlinks, made once) and a list of
-//! spec mounts: the host's system directories bound read-only, private tmpfs on /tmp, /run and
-//! /var/tmp, and the container's generated /etc files; nothing is mounted on the host. A
-//! directory root becomes the lower layer of an overlay mounted on the host at
-//! `<container dir>/rootfs`, with `upper`/`work` beside it (no upper with `--read-only`), so the
-//! directory given is never changed. The mount point is fixed by the container directory, so
-//! [`release`] (unmount if mounted, remove the layers) needs no other record and is what teardown
-//! and crash recovery both call.
-//! Privileges: root (mount). Tests: crates/engine/tests/priv_rootfs.rs.
+//! (`<state>/hostroot`: empty mount points and the host's /usr-merge symlinks copied as they
+//! are) and a list of spec mounts: the host's /usr, /etc, /var (and /opt, /srv, /home, and the
+//! /usr-merge names where they are directories) bound read-only (not recursively: no other
+//! container's mounts under /var come along), private tmpfs on /tmp, /run and /var/tmp; the
+//! spec adds the container's generated /etc files. Nothing is mounted on the host and nothing
+//! is made per container: a run costs one stat of the skeleton and one per candidate name. The
+//! skeleton is built once under a unique temporary name and renamed into place, so 50 first
+//! runs at once agree on one. A directory root becomes the lower layer of an overlay mounted on
+//! the host at `<container dir>/rootfs`, with `upper`/`work` beside it, so the directory given
+//! is never changed (mount points the runtime creates land in `upper`). `--read-only` keeps the
+//! upper layer and sets `root.readonly`, as Docker does: the runtime still creates the mount
+//! points the image lacks (/etc/resolv.conf, volume destinations) before it remounts the root
+//! read-only, where a root without an upper layer (a read-only bind) would make any missing one
+//! fail the container.
+//! The mount point is fixed by the container directory, so [`release`] (detach whatever is
+//! mounted there, remove the layers, `rmdir` the mount point — never a recursive removal that
+//! could reach the user's directory) needs no other record and is what teardown and crash
+//! recovery both call.
+//! Caveat: a volume or tmpfs destination that does not exist in the `host` root (say `/data`)
+//! is created by the runtime in the shared skeleton, where later containers see it empty.
+//! Privileges: root (mount). Tests: unit tests below (skeleton, concurrency);
+//! crates/engine/tests/priv_rootfs.rs (real containers on both kinds of root).
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use oci_spec::runtime::Mount;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::config::Rootfs;
 use crate::Paths;
@@ -66,12 +80,8 @@ pub fn prepare(
 ) -> Result<Prepared, RootfsError> {
     match rootfs {
         Rootfs::Host => host_root(paths),
-        Rootfs::Dir(lower) => {
-            let root = match read_only {
-                true => bind_read_only(lower, container_dir),
-                false => overlay(lower, container_dir),
-            };
-            root.inspect_err(|_| {
+        Rootfs::Dir(lower) => overlay(lower, container_dir)
+            .inspect_err(|_| {
                 let _ = release(container_dir);
             })
             .map(|root| Prepared {
@@ -79,8 +89,7 @@ pub fn prepare(
                 readonly: read_only,
                 mounts: Vec::new(),
                 etc_root: lower.clone(),
-            })
-        }
+            }),
     }
 }
 
@@ -139,24 +148,6 @@ fn overlay(lower: &Path, container_dir: &Path) -> Result<PathBuf, RootfsError> {
         Some(data.as_str()),
     )
     .map_err(nix_err("mounting the overlay on", &root))?;
-    Ok(root)
-}
-
-/// `--read-only` on a directory: the directory itself, bound read-only at `rootfs`.
-fn bind_read_only(lower: &Path, container_dir: &Path) -> Result<PathBuf, RootfsError> {
-    let root = container_dir.join(ROOT);
-    std::fs::create_dir_all(&root).map_err(io_err("creating the mount point", &root))?;
-    mount(
-        Some(lower),
-        &root,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(nix_err("binding the root directory at", &root))?;
-    let ro = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-    mount(None::<&str>, &root, None::<&str>, ro, None::<&str>)
-        .map_err(nix_err("making the root read-only at", &root))?;
     Ok(root)
 }
 
@@ -228,12 +219,11 @@ fn skeleton(paths: &Paths) -> Result<PathBuf, RootfsError> {
     if dir.is_dir() {
         return Ok(dir);
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    static ATTEMPT: AtomicU32 = AtomicU32::new(0);
+    let attempt = ATTEMPT.fetch_add(1, Ordering::Relaxed);
     let tmp = paths
         .state_dir
-        .join(format!(".hostroot-{}-{nanos}", std::process::id()));
+        .join(format!(".hostroot-{}-{attempt}", std::process::id()));
     let built = build_skeleton(&tmp).and_then(|()| {
         std::fs::rename(&tmp, &dir).or_else(|e| match dir.is_dir() {
             true => Ok(()),
@@ -265,4 +255,83 @@ fn build_skeleton(tmp: &Path) -> Result<(), RootfsError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_option_separators_are_escaped() {
+        assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
+        assert_eq!(escape(Path::new("/plain/dir")), "/plain/dir");
+    }
+
+    #[test]
+    fn the_skeleton_copies_the_usr_merge_links_and_holds_mount_points() {
+        let state = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            state_dir: state.path().to_owned(),
+        };
+        let root = host_root(&paths).unwrap();
+        assert_eq!(root.root, paths.host_root());
+        assert!(root.readonly);
+        for name in USR_MERGE {
+            let (host, ours) = (Path::new("/").join(name), root.root.join(name));
+            if let Ok(target) = std::fs::read_link(&host) {
+                assert_eq!(std::fs::read_link(&ours).unwrap(), target, "{name}");
+            }
+        }
+        for name in EMPTY_DIRS.iter().chain(&["usr", "etc", "var"]) {
+            assert!(root.root.join(name).is_dir(), "{name}");
+        }
+        let dsts: Vec<&Path> = root
+            .mounts
+            .iter()
+            .map(|m| m.destination().as_path())
+            .collect();
+        for dst in ["/usr", "/etc", "/var", "/tmp", "/run", "/var/tmp"] {
+            assert!(dsts.contains(&Path::new(dst)), "{dst}");
+        }
+        let var = dsts.iter().position(|d| *d == Path::new("/var")).unwrap();
+        let var_tmp = dsts
+            .iter()
+            .position(|d| *d == Path::new("/var/tmp"))
+            .unwrap();
+        assert!(var < var_tmp, "/var/tmp is mounted on the /var bind");
+    }
+
+    #[test]
+    fn concurrent_first_runs_share_one_skeleton() {
+        let state = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            state_dir: state.path().to_owned(),
+        };
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let paths = paths.clone();
+                std::thread::spawn(move || host_root(&paths).map(|p| p.root))
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap().unwrap(), paths.host_root());
+        }
+        let entries: Vec<_> = std::fs::read_dir(state.path()).unwrap().flatten().collect();
+        assert_eq!(entries.len(), 1, "no temporary skeleton is left");
+    }
+
+    #[test]
+    fn release_of_nothing_is_fine() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true: needs root"
+            );
+            eprintln!("skipping: umount2 needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        release(dir.path()).unwrap();
+        release(&dir.path().join("never-made")).unwrap();
+    }
 }

@@ -58,10 +58,15 @@ pub struct Context {
 /// Why a spec could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// oci-spec refused the generated JSON (a bug in this file).
     #[error("{0}")]
     Invalid(String),
+    /// `seccomp=FILE` could not be read, converted or validated.
     #[error("seccomp profile {path}: {reason}")]
     Seccomp { path: PathBuf, reason: String },
+    /// `--init` without `Context.init_binary`.
+    #[error("--init: no init binary to bind at /dev/init")]
+    NoInitBinary,
     /// `-u`: the user or group is not in the root's /etc/passwd or /etc/group.
     #[error("-u {user}: {reason}")]
     User { user: String, reason: String },
@@ -69,6 +74,9 @@ pub enum SpecError {
 
 /// The container's config.json.
 pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
+    if config.init && ctx.init_binary.is_none() {
+        return Err(SpecError::NoInitBinary);
+    }
     let user = user::resolve(config.user.as_deref(), &ctx.root.etc_root)?;
     let caps = capabilities(&config.cap_add, &config.cap_drop, caller_bounding_set());
     let linux = json!({
@@ -77,7 +85,7 @@ pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
         "maskedPaths": MASKED_PATHS,
         "readonlyPaths": READONLY_PATHS,
         "devices": [],
-        "resources": resources(config),
+        "resources": resources(config, swap_accounting()),
         "sysctl": sysctls(&ctx.netns),
     });
     let mut spec = json!({
@@ -249,8 +257,9 @@ fn sysctls(netns: &NetNs) -> Value {
 }
 
 /// Docker's device cgroup rules (moby `oci.DefaultLinuxSpec`) and the limits asked for:
-/// `--cpus` as a CFS quota over a 100 ms period, `--memory`, `--pids-limit`.
-fn resources(config: &RunConfig) -> Value {
+/// `--cpus` as a CFS quota over a 100 ms period, `--memory` (with Docker's default swap where
+/// the host accounts swap), `--pids-limit`.
+fn resources(config: &RunConfig, swap_accounting: bool) -> Value {
     let rule = |allow: bool, major: i64, minor: i64| json!({"allow": allow, "type": "c", "major": major, "minor": minor, "access": "rwm"});
     let mut res = json!({"devices": [
         {"allow": false, "access": "rwm"},
@@ -267,11 +276,23 @@ fn resources(config: &RunConfig) -> Value {
     }
     if let Some(limit) = config.memory_bytes {
         res["memory"] = json!({"limit": limit});
+        if swap_accounting {
+            // Docker: without --memory-swap, as much swap as memory (memory+swap = 2 × limit).
+            res["memory"]["swap"] = json!(limit.saturating_mul(2));
+        }
     }
     if let Some(limit) = config.pids_limit {
         res["pids"] = json!({"limit": limit});
     }
     res
+}
+
+/// Whether cgroups account swap here (cgroup v1 `memory.memsw.*`, or a cgroup v2 memory
+/// controller), as dockerd checks before giving a container swap.
+fn swap_accounting() -> bool {
+    let v1 = Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes");
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers");
+    v1.exists() || v2.is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
 }
 
 /// Docker's CFS period for `--cpus`.
@@ -484,6 +505,63 @@ mod tests {
         mounts.iter().find(|m| m["destination"] == dst).unwrap()
     }
 
+    /// What dockerd 20.10 wrote for `docker run IMAGE sleep 100` (tests/data/README.md).
+    fn docker_written() -> Value {
+        serde_json::from_str(include_str!("../tests/data/docker-20.10-config.json")).unwrap()
+    }
+
+    #[test]
+    fn the_spec_carries_what_dockerd_writes() {
+        let docker = docker_written();
+        let ours = spec_json(
+            |a| a.command = vec!["sleep".into(), "100".into()],
+            |c| c.hostname = docker["hostname"].as_str().unwrap().into(),
+        );
+        let (dp, op) = (&docker["process"], &ours["process"]);
+        assert_eq!(op["args"], dp["args"]);
+        assert_eq!(op["cwd"], dp["cwd"]);
+        assert_eq!(
+            (&op["user"]["uid"], &op["user"]["gid"]),
+            (&dp["user"]["uid"], &dp["user"]["gid"])
+        );
+        let mut env = dp["env"].as_array().unwrap().clone();
+        env.push(json!("HOME=/root")); // runc's addition at exec; pier-runtime leaves it to us
+        assert_eq!(op["env"], json!(env));
+        let sorted = |v: &Value| {
+            let mut caps: Vec<String> = serde_json::from_value(v.clone()).unwrap();
+            caps.sort();
+            caps
+        };
+        for set in ["bounding", "effective", "permitted"] {
+            assert_eq!(
+                sorted(&op["capabilities"][set]),
+                sorted(&dp["capabilities"][set])
+            );
+        }
+        let (dm, om) = (
+            docker["mounts"].as_array().unwrap(),
+            ours["mounts"].as_array().unwrap(),
+        );
+        assert_eq!(om.len(), dm.len());
+        for (d, o) in dm.iter().zip(om) {
+            assert_eq!(
+                (&o["destination"], &o["type"], &o["options"]),
+                (&d["destination"], &d["type"], &d["options"])
+            );
+        }
+        let (dl, ol) = (&docker["linux"], &ours["linux"]);
+        for key in ["readonlyPaths", "sysctl"] {
+            assert_eq!(ol[key], dl[key], "{key}");
+        }
+        assert_eq!(ol["resources"]["devices"], dl["resources"]["devices"]);
+        let mut masked = dl["maskedPaths"].as_array().unwrap().clone();
+        masked.push(json!("/sys/devices/virtual/powercap")); // added by Docker 25
+        assert_eq!(ol["maskedPaths"], json!(masked));
+        let mut ns = dl["namespaces"].as_array().unwrap().clone();
+        ns.push(json!({"type": "cgroup"})); // dockerd's default on cgroup v2; pier's everywhere
+        assert_eq!(ol["namespaces"], json!(ns));
+    }
+
     #[test]
     fn dockers_default_capabilities_without_inheritable_or_ambient() {
         let caps = &default_spec()["process"]["capabilities"];
@@ -692,6 +770,27 @@ mod tests {
         assert!(plain["linux"]["resources"]
             .get("memory")
             .is_none_or(|m| m.is_null()));
+    }
+
+    #[test]
+    fn memory_gets_dockers_swap_where_swap_is_accounted() {
+        let c = config(|a| a.memory = Some("64m".into()));
+        assert_eq!(
+            resources(&c, true)["memory"],
+            json!({"limit": 64 << 20, "swap": 128 << 20})
+        );
+        assert_eq!(resources(&c, false)["memory"], json!({"limit": 64 << 20}));
+    }
+
+    #[test]
+    fn init_needs_a_binary() {
+        let etc = tempfile::tempdir().unwrap();
+        let mut ctx = context(etc.path());
+        ctx.init_binary = None;
+        let err = build(&config(|a| a.init = true), &ctx)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--init"), "{err}");
     }
 
     #[test]

@@ -80,12 +80,7 @@ impl Fixture {
         std::fs::create_dir_all(&dir).unwrap();
         self.started.push((name.to_string(), dir.clone()));
         let root = rootfs::prepare(&self.paths, &config.rootfs, config.read_only, &dir).unwrap();
-        let ctx = self.context(
-            name,
-            root,
-            &dir,
-            config.rootfs == pier_engine::config::Rootfs::Host,
-        );
+        let ctx = self.context(name, root, &dir);
         let spec = spec::build(&config, &ctx).unwrap();
         spec.save(dir.join("config.json")).unwrap();
         let opts = CreateOptions {
@@ -95,12 +90,12 @@ impl Fixture {
         self.rt.run(name, &opts, false).unwrap()
     }
 
-    /// /etc files only for the host root (a bare directory root has no /etc to bind them on).
-    fn context(&self, name: &str, root: Prepared, dir: &Path, etc_files: bool) -> Context {
+    /// The generated /etc files (a bare directory root gets their mount points in its upper).
+    fn context(&self, name: &str, root: Prepared, dir: &Path) -> Context {
         let file = |file: &str, text: &str| {
             let path = dir.join(file);
             std::fs::write(&path, text).unwrap();
-            etc_files.then_some(path)
+            Some(path)
         };
         Context {
             root,
@@ -119,14 +114,17 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         for (id, dir) in &self.started {
             let _ = self.rt.delete(id, true);
-            rootfs::release(dir).unwrap();
+            // No panic here: a failing test is already unwinding through this drop.
+            if let Err(e) = rootfs::release(dir) {
+                eprintln!("leftover: {e}");
+            }
         }
-        let _ = &self.state;
     }
 }
 
-/// A busybox root: /bin with the applets the scripts use, and nothing else.
-fn busybox_root(with_mount_points: bool) -> tempfile::TempDir {
+/// A busybox root: /bin with the applets the scripts use, and nothing else (no mount points,
+/// no /etc: the runtime creates them in the overlay's upper layer).
+fn busybox_root() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
         .prefix("pier-test-lower-")
         .tempdir()
@@ -136,11 +134,6 @@ fn busybox_root(with_mount_points: bool) -> tempfile::TempDir {
     std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
     for applet in ["sh", "touch", "rm", "mkdir", "cat", "test", "echo", "grep"] {
         std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
-    }
-    if with_mount_points {
-        for d in ["proc", "dev", "sys"] {
-            std::fs::create_dir(dir.path().join(d)).unwrap();
-        }
     }
     dir
 }
@@ -176,7 +169,7 @@ fn host_root_runs_host_programs() {
         "set -e; /usr/bin/env true; test -x /bin/ls; ls /usr/lib >/dev/null
          ! touch /usr/pier-test-x 2>/dev/null; ! touch /etc/pier-test-x 2>/dev/null
          ! touch /pier-test-x 2>/dev/null
-         touch /tmp/ok /run/ok /var/tmp/ok; test ! -e {marker}
+         touch {marker}-in /run/ok /var/tmp/ok; test ! -e {marker}
          test \"$(hostname)\" = pier-test-host; grep -q pier-test-host /etc/hostname /etc/hosts
          grep -q 198.18.0.1 /etc/resolv.conf; test \"$HOME\" = /root",
         marker = marker.display()
@@ -184,7 +177,8 @@ fn host_root_runs_host_programs() {
     let code = f.run("host", "host", &script, |_| {});
     std::fs::remove_file(&marker).unwrap();
     assert_eq!(code, 0);
-    assert!(!Path::new("/usr/pier-test-x").exists() && !Path::new("/tmp/ok").exists());
+    let inside = PathBuf::from(format!("{}-in", marker.display()));
+    assert!(!Path::new("/usr/pier-test-x").exists() && !inside.exists());
     assert!(
         !mounted_under(f.state.path()),
         "the host root mounts nothing on the host"
@@ -232,7 +226,7 @@ fn seccomp_blocks_what_dockers_blocks() {
 
 fn overlay_never_changes_the_directory() {
     let mut f = Fixture::new();
-    let lower = busybox_root(false);
+    let lower = busybox_root();
     let before = tree(lower.path());
     let script = "set -e; echo new > /newfile; rm /bin/cat; mkdir /newdir; test -f /newfile
         touch /bin/busybox";
@@ -259,16 +253,16 @@ fn overlay_never_changes_the_directory() {
 
 fn read_only_directory_root_refuses_writes() {
     let mut f = Fixture::new();
-    let lower = busybox_root(true);
+    let lower = busybox_root();
     let before = tree(lower.path());
     let script =
-        "! touch /x 2>/dev/null && ! touch /bin/x 2>/dev/null && ! rm /bin/cat 2>/dev/null";
+        "! touch /x 2>/dev/null && ! touch /bin/x 2>/dev/null && ! rm /bin/cat 2>/dev/null &&
+        grep -q 198.18.0.1 /etc/resolv.conf";
     let code = f.run("readonly", lower.path().to_str().unwrap(), script, |a| {
         a.read_only = true
     });
     assert_eq!(code, 0);
     assert_eq!(tree(lower.path()), before);
-    assert!(!f.paths.containers().join("readonly/upper").exists());
 }
 
 fn users_volumes_and_limits() {
@@ -285,6 +279,26 @@ fn users_volumes_and_limits() {
         a.user = Some("nobody".into());
         a.volumes = vec![format!("{}:/tmp/data:ro", vol.path().display())];
         a.ulimit = vec!["nofile=512:1024".into()];
+    });
+    assert_eq!(code, 0);
+    // The limits as the container's own cgroups (v1 here, in its cgroup namespace) show them.
+    let v1 = Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists();
+    let limits = match v1 {
+        true => {
+            "set -e; cd /sys/fs/cgroup; test $(cat memory/memory.limit_in_bytes) = 67108864
+            test $(cat memory/memory.memsw.limit_in_bytes) = 134217728
+            test $(cat pids/pids.max) = 100; test $(cat cpu/cpu.cfs_quota_us) = 50000
+            test $(cat cpu/cpu.cfs_period_us) = 100000"
+        }
+        false => {
+            "set -e; cd /sys/fs/cgroup; test $(cat memory.max) = 67108864
+            test $(cat pids.max) = 100; test \"$(cat cpu.max)\" = '50000 100000'"
+        }
+    };
+    let code = f.run("limits", "host", limits, |a| {
+        a.memory = Some("64m".into());
+        a.pids_limit = Some(100);
+        a.cpus = Some("0.5".into());
     });
     assert_eq!(code, 0);
 }
