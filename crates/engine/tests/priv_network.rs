@@ -1,7 +1,8 @@
 //! Privileged tests of the engine's networks against the kernel: create, list, inspect and remove
-//! networks; the default bridge's subnet choice; containers reaching each other over a bridge and
-//! the host reaching macvlan containers through the host shim; ipvlan's refusal; IPAM checks,
-//! idempotent detach and lease reclaim.
+//! networks; the default bridge's subnet choice; containers reaching each other over a bridge (and
+//! not across two networks), egress masqueraded to a stand-in internet, the host reaching
+//! macvlan containers through the host shim; ipvlan's refusal; IPAM checks, idempotent detach,
+//! release and lease reclaim; concurrent first use of the default network.
 //!
 //! Every test builds a stand-in host: an anonymous network namespace ([`NetNs::new_anonymous`])
 //! in which the test body runs on its own thread, so the bridges, veths, shims, routes, sysctls
@@ -13,10 +14,11 @@
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use pier_engine::network::{
-    Attachment, Driver, Network, NetworkError, NetworkSpec, Networks, POOL_ENV,
+    loopback_up, Attachment, Driver, Network, NetworkError, NetworkSpec, Networks, POOL_ENV,
 };
 use pier_engine::Paths;
 use pier_net::netns::NetNs;
@@ -104,6 +106,35 @@ fn links() -> Vec<String> {
     text.lines().filter_map(name).collect()
 }
 
+/// Links the calling thread's namespace (198.19.0.1/24 on `pier-test-up`) to `internet`, a
+/// stand-in for the world (198.19.0.2/24 on its `eth0`), which has no route back to containers.
+fn uplink(internet: &NetNs) {
+    let mut nl = Netlink::open().unwrap();
+    nl.create_veth("pier-test-up", "eth0", Some(internet.fd()))
+        .unwrap();
+    ip_cmd(&["addr", "add", "198.19.0.1/24", "dev", "pier-test-up"]);
+    ip_cmd(&["link", "set", "pier-test-up", "up"]);
+    internet
+        .run(|| {
+            ip_cmd(&["addr", "add", "198.19.0.2/24", "dev", "eth0"]);
+            ip_cmd(&["link", "set", "eth0", "up"]);
+        })
+        .unwrap();
+}
+
+/// Runs `nft -f -` with `script` in the calling thread's namespace.
+fn nft_script(script: &str) {
+    let out = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(script.as_bytes())?;
+            child.wait()
+        });
+    assert!(out.unwrap().success(), "nft {script}");
+}
+
 /// Plans and attaches a new "container" namespace to `network`.
 fn container(nets: &Networks, network: &Network, id: &str) -> (NetNs, Attachment) {
     let netns = NetNs::new_anonymous().unwrap();
@@ -125,6 +156,23 @@ fn serve(ns: &NetNs, ip: IpAddr) -> SocketAddr {
         }
     });
     addr
+}
+
+/// Like [`serve`], and also reports the address the connection came from.
+fn serve_and_report(ns: &NetNs, ip: IpAddr) -> (SocketAddr, mpsc::Receiver<IpAddr>) {
+    let listener = ns.run(|| TcpListener::bind((ip, 0)).unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, peer)) = listener.accept() {
+            let _ = tx.send(peer.ip());
+            let mut buf = [0; 4];
+            if stream.read_exact(&mut buf).is_ok() {
+                let _ = stream.write_all(&buf);
+            }
+        }
+    });
+    (addr, rx)
 }
 
 /// Whether a TCP exchange with `addr` succeeds from the calling thread's namespace.
@@ -246,6 +294,22 @@ fn containers_on_one_bridge_reach_each_other_and_the_host() {
         }
         let server = serve(&a, plan_a.addresses[0].0);
         assert!(reaches(server), "host to {server}");
+        let bridge = Command::new("ip")
+            .args(["-o", "link", "show", &n1.interface])
+            .output();
+        let bridge = String::from_utf8(bridge.unwrap().stdout).unwrap();
+        let mac = format!(
+            "link/ether 02:{}:{}:{}:{}:{} ",
+            &n1.id[0..2],
+            &n1.id[2..4],
+            &n1.id[4..6],
+            &n1.id[6..8],
+            &n1.id[8..10]
+        );
+        assert!(
+            bridge.contains(&mac),
+            "the bridge keeps its own MAC {mac}: {bridge}"
+        );
         let veth = plan_a.host_link.as_deref().unwrap();
         let details = Command::new("ip")
             .args(["-d", "link", "show", veth])
@@ -260,18 +324,29 @@ fn containers_on_one_bridge_reach_each_other_and_the_host() {
 }
 
 #[test]
-#[ignore = "needs p-engines' rule dropping traffic between two pier bridges (not merged yet)"]
 fn containers_on_different_networks_cannot_reach_each_other() {
     if !privileged("containers_on_different_networks_cannot_reach_each_other") {
         return;
     }
     Host::new().run(|nets| {
-        let n1 = nets.create(&bridge_spec("n1", "198.18.10.0/24")).unwrap();
-        let n2 = nets.create(&bridge_spec("n2", "198.18.11.0/24")).unwrap();
+        let dual = |name: &str, n: u8| NetworkSpec {
+            ipv6: true,
+            subnet6: Some(format!("2001:2:0:{n}::/64").parse().unwrap()),
+            ..bridge_spec(name, &format!("198.18.{n}.0/24"))
+        };
+        let n1 = nets.create(&dual("n1", 10)).unwrap();
+        let n2 = nets.create(&dual("n2", 11)).unwrap();
         let (a, plan_a) = container(nets, &n1, "aaaa1111");
+        let (a2, _) = container(nets, &n1, "aaaa2222");
         let (b, _) = container(nets, &n2, "bbbb2222");
-        let server = serve(&a, plan_a.addresses[0].0);
-        assert!(!b.run(|| reaches(server)).unwrap());
+        for (address, _) in &plan_a.addresses {
+            let server = serve(&a, *address);
+            assert!(!b.run(|| reaches(server)).unwrap(), "n2 reached {server}");
+            assert!(
+                a2.run(|| reaches(server)).unwrap(),
+                "n1 did not reach {server}"
+            );
+        }
     });
 }
 
@@ -413,6 +488,158 @@ fn a_missing_bridge_is_made_again_at_attach() {
         let (a, plan) = container(nets, &n1, "aaaa1111");
         assert!(link_exists(&n1.interface));
         let server = serve(&a, plan.addresses[0].0);
-        assert!(reaches(server), "host to {server} through the remade bridge");
+        assert!(
+            reaches(server),
+            "host to {server} through the remade bridge"
+        );
     });
+}
+
+#[test]
+fn after_the_container_netns_is_gone_release_frees_the_lease_and_the_kernel_the_veth() {
+    if !privileged(
+        "after_the_container_netns_is_gone_release_frees_the_lease_and_the_kernel_the_veth",
+    ) {
+        return;
+    }
+    Host::new().run(|nets| {
+        let n1 = nets.create(&bridge_spec("n1", "198.18.10.0/24")).unwrap();
+        let (a, plan) = container(nets, &n1, "aaaa1111");
+        drop(a);
+        nets.release(&plan).unwrap();
+        nets.release(&plan).unwrap();
+        let veth = plan.host_link.as_deref().unwrap();
+        let gone = (0..1000).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            !link_exists(veth)
+        });
+        assert!(gone, "{veth} outlived its peer's namespace");
+        nets.remove("n1").unwrap();
+    });
+}
+
+#[test]
+fn concurrent_first_use_and_attaches_share_one_bridge_with_unique_addresses() {
+    if !privileged("concurrent_first_use_and_attaches_share_one_bridge_with_unique_addresses") {
+        return;
+    }
+    Host::new().run(|nets| {
+        let attached: Vec<(NetNs, Attachment)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..16)
+                .map(|i| {
+                    scope.spawn(move || {
+                        let bridge = nets.get("bridge").unwrap();
+                        container(nets, &bridge, &format!("{i:08x}cafe"))
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        assert_eq!(nets.list().unwrap().len(), 1);
+        let mut addresses: Vec<IpAddr> = attached.iter().map(|(_, p)| p.addresses[0].0).collect();
+        addresses.sort();
+        addresses.dedup();
+        assert_eq!(addresses.len(), 16);
+        let (first, last) = (&attached[0], &attached[15]);
+        let server = serve(&first.0, first.1.addresses[0].0);
+        assert!(last.0.run(|| reaches(server)).unwrap(), "to {server}");
+    });
+}
+
+#[test]
+fn egress_leaves_masqueraded_through_the_host_uplink() {
+    if !privileged("egress_leaves_masqueraded_through_the_host_uplink") {
+        return;
+    }
+    let internet = NetNs::new_anonymous().unwrap();
+    Host::new().run(|nets| {
+        uplink(&internet);
+        let bridge = nets.get("bridge").unwrap();
+        let (a, _) = container(nets, &bridge, "aaaa1111");
+        let (server, peer) = serve_and_report(&internet, ip("198.19.0.2"));
+        assert!(a.run(|| reaches(server)).unwrap(), "container to {server}");
+        assert_eq!(
+            peer.recv().unwrap(),
+            ip("198.19.0.1"),
+            "masqueraded to the uplink"
+        );
+    });
+}
+
+/// What dockerd leaves in the iptables-nft `ip filter` table: FORWARD dropping by policy after
+/// a jump to the (here empty) DOCKER-USER chain.
+const DOCKER_FORWARD: &str = "table ip filter {
+    chain DOCKER-USER {
+    }
+    chain FORWARD {
+        type filter hook forward priority 0; policy drop;
+        jump DOCKER-USER
+    }
+}
+";
+
+#[test]
+fn a_docker_host_with_forward_policy_drop_still_forwards_pier_traffic() {
+    if !privileged("a_docker_host_with_forward_policy_drop_still_forwards_pier_traffic") {
+        return;
+    }
+    let internet = NetNs::new_anonymous().unwrap();
+    Host::new().run(|nets| {
+        nft_script(DOCKER_FORWARD);
+        uplink(&internet);
+        let bridge = nets.get("bridge").unwrap();
+        let (a, plan_a) = container(nets, &bridge, "aaaa1111");
+        let (b, _) = container(nets, &bridge, "bbbb2222");
+        let server = serve(&a, plan_a.addresses[0].0);
+        assert!(
+            b.run(|| reaches(server)).unwrap(),
+            "container to container {server}"
+        );
+        let server = serve(&internet, ip("198.19.0.2"));
+        assert!(a.run(|| reaches(server)).unwrap(), "egress to {server}");
+    });
+}
+
+#[test]
+fn a_macvlan_network_may_take_its_parents_lan_but_a_bridge_may_not() {
+    if !privileged("a_macvlan_network_may_take_its_parents_lan_but_a_bridge_may_not") {
+        return;
+    }
+    Host::new().run(|nets| {
+        stand_in_nic("pier-test-d0");
+        ip_cmd(&["addr", "add", "198.18.30.1/24", "dev", "pier-test-d0"]);
+        let lan = NetworkSpec {
+            driver: Some(Driver::Macvlan),
+            parent: Some("pier-test-d0".into()),
+            gateway: Some(ip("198.18.30.1")),
+            ..bridge_spec("lan", "198.18.30.0/24")
+        };
+        let bridged = nets.create(&bridge_spec("br", "198.18.30.0/24"));
+        assert!(
+            matches!(bridged, Err(NetworkError::Overlap { .. })),
+            "{bridged:?}"
+        );
+        let lan = nets.create(&lan).unwrap();
+        assert_eq!(
+            (lan.interface.as_str(), lan.host_shim.as_deref()),
+            ("pier-test-d0", None)
+        );
+        let plan = nets.plan(&lan, "eeee5555", None, None).unwrap();
+        assert_eq!(plan.addresses, [(ip("198.18.30.2"), 24)]);
+        assert_eq!(plan.gateways, [ip("198.18.30.1")]);
+    });
+}
+
+#[test]
+fn loopback_up_makes_localhost_usable_in_a_new_namespace() {
+    if !privileged("loopback_up_makes_localhost_usable_in_a_new_namespace") {
+        return;
+    }
+    let none = NetNs::new_anonymous().unwrap();
+    let server = serve(&none, ip("127.0.0.1"));
+    assert!(!none.run(|| reaches(server)).unwrap(), "lo starts down");
+    loopback_up(none.fd()).unwrap();
+    loopback_up(none.fd()).unwrap();
+    let server = serve(&none, ip("127.0.0.1"));
+    assert!(none.run(|| reaches(server)).unwrap(), "to {server}");
 }

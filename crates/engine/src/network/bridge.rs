@@ -2,12 +2,15 @@
 //! `pier-<8 hex of the id>` for the others), one veth pair per container.
 //!
 //! Theory of operation: creating the network makes the bridge, puts the gateway address(es) on
-//! it, brings it up, turns on IP forwarding in the host namespace (as Docker does) and registers
-//! the subnet and bridge in nftables (pier-net's `inet pier` table: egress masquerade, and
-//! accept rules in Docker's FORWARD chain where its policy is drop). A container's veth is one
-//! netlink request: the host side `veth<8 of container id><3 of network id>` born up and
-//! enslaved, the peer born inside the container's netns as `eth0`; then hairpin mode goes on so
-//! a container can reach itself through a published host port. If the bridge is missing at
+//! it, fixes its MAC address (derived from the network id; a bridge left to itself takes its
+//! lowest port's MAC, so the gateway's MAC would change under the containers' ARP caches as
+//! containers come and go), brings it up, turns on IP forwarding in the host namespace (as Docker does) and registers
+//! the subnets and bridge in nftables (pier-net's `inet pier` table: egress masquerade, a bridge
+//! reaches only its own subnet unless DNATed, and accept rules in Docker's FORWARD chain where
+//! its policy is drop). A container's veth is one netlink request: the host side
+//! `veth<8 of container id><3 of network id>` born up and enslaved, the peer born inside the
+//! container's netns as `eth0`; then hairpin mode goes on so a container can reach itself
+//! through a published host port. If the bridge is missing at
 //! attach (the host rebooted, state survived), its host objects are made again first. Removing
 //! the network deletes the bridge (its ports go with it) and, with the last pier bridge network,
 //! pier's nftables table.
@@ -149,6 +152,8 @@ fn configure(network: &Network, nl: &mut Netlink) -> Result<(), NetworkError> {
             _ => {}
         }
     }
+    nl.set_mac(index, bridge_mac(&network.id))
+        .map_err(NetworkError::net("set the bridge's MAC address"))?;
     nl.set_up(index, true)
         .map_err(NetworkError::net("bring the bridge up"))?;
     enable_forwarding(network.subnet6.is_some())?;
@@ -156,9 +161,12 @@ fn configure(network: &Network, nl: &mut Netlink) -> Result<(), NetworkError> {
     Table
         .ensure()
         .map_err(nft("create pier's nftables table"))?;
-    Table
-        .add_network(network.subnet, bridge)
-        .map_err(nft("register the network in nftables"))
+    for subnet in std::iter::once(network.subnet).chain(network.subnet6) {
+        Table
+            .add_network(subnet, bridge)
+            .map_err(nft("register the network in nftables"))?;
+    }
+    Ok(())
 }
 
 /// Turns on IPv4 (and, for IPv6 networks, IPv6) forwarding in this namespace.
@@ -173,6 +181,17 @@ fn enable_forwarding(ipv6: bool) -> Result<(), NetworkError> {
         })?;
     }
     Ok(())
+}
+
+/// The bridge's fixed MAC address: locally administered unicast (02:…) with five bytes of the
+/// network id, so it never follows its ports and is the same when the bridge is remade.
+fn bridge_mac(network_id: &str) -> [u8; 6] {
+    let mut mac = [0x02, 0, 0, 0, 0, 0];
+    for (i, byte) in mac.iter_mut().skip(1).enumerate() {
+        let hex = network_id.get(2 * i..2 * i + 2).unwrap_or("00");
+        *byte = u8::from_str_radix(hex, 16).unwrap_or(0);
+    }
+    mac
 }
 
 /// `veth` + 8 characters of the container id + 3 of the network id: 15, the kernel's limit.
@@ -199,6 +218,15 @@ mod tests {
         assert_eq!(a.len(), 15);
         assert_ne!(a, veth_name(id, "abd999"));
         assert_eq!(veth_name("Web_1", "f00"), "vethweb1f00");
+    }
+
+    #[test]
+    fn bridge_macs_are_local_unicast_from_the_network_id() {
+        assert_eq!(
+            bridge_mac("a1b2c3d4e5f6"),
+            [0x02, 0xa1, 0xb2, 0xc3, 0xd4, 0xe5]
+        );
+        assert_eq!(bridge_mac("zz"), [0x02, 0, 0, 0, 0, 0]);
     }
 
     #[test]

@@ -143,6 +143,7 @@ fn subnet(
             subnet,
             other: t.subnet(),
             owner: owner(t, nl),
+            flag,
         }),
         None => Ok(subnet),
     }
@@ -267,7 +268,7 @@ mod tests {
         let e = ipv6(&spec, &taken, &mut nl).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "subnet 2001:2::/64 overlaps 2001:2::/48 (pier network n6); choose another --subnet"
+            "subnet 2001:2::/64 overlaps 2001:2::/48 (pier network n6); choose another --subnet6"
         );
     }
 }

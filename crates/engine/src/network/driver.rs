@@ -35,9 +35,7 @@ pub(super) trait NetworkDriver: Sync {
 
     /// The gateways of the container's default routes (none: a route via the link itself).
     fn gateways(&self, network: &Network) -> Vec<IpAddr> {
-        std::iter::once(network.gateway)
-            .chain(network.gateway6)
-            .collect()
+        every_gateway(network)
     }
 
     /// Creates the container's link, named as planned, inside `netns`.
@@ -57,6 +55,13 @@ pub(super) fn driver(kind: Driver) -> &'static dyn NetworkDriver {
         Driver::Macvlan => &macvlan::Macvlan,
         Driver::Ipvlan => &ipvlan::Ipvlan,
     }
+}
+
+/// The network's gateways, IPv4 first.
+pub(super) fn every_gateway(network: &Network) -> Vec<IpAddr> {
+    std::iter::once(network.gateway)
+        .chain(network.gateway6)
+        .collect()
 }
 
 /// The index of the parent link `parent`, refused by name when it does not exist.

@@ -15,7 +15,7 @@ use std::os::fd::BorrowedFd;
 use pier_net::ipam::Ipam;
 use pier_net::{IpvlanMode, NetError, Netlink};
 
-use super::driver::{parent_index, refuse, required_parent, NetworkDriver};
+use super::driver::{every_gateway, parent_index, refuse, required_parent, NetworkDriver};
 use super::{Attachment, Network, NetworkError, NetworkSpec};
 
 /// ipvlan sublinks.
@@ -91,9 +91,7 @@ impl NetworkDriver for Ipvlan {
     fn gateways(&self, network: &Network) -> Vec<IpAddr> {
         match mode(network.ipvlan_mode.as_deref()) {
             Ok(IpvlanMode::L3) => Vec::new(),
-            _ => std::iter::once(network.gateway)
-                .chain(network.gateway6)
-                .collect(),
+            _ => every_gateway(network),
         }
     }
 

@@ -8,7 +8,8 @@
 //! addresses (IPAM lease owned by the container id) and names every link it will make;
 //! [`Networks::attach`] creates them inside the container's network namespace. [`Networks::detach`]
 //! is idempotent: it deletes whatever of the plan exists and releases the leases, so teardown, a
-//! second teardown and crash recovery are the same call. Drivers (bridge, macvlan, ipvlan) share one
+//! second teardown and crash recovery are the same call; [`Networks::release`] frees only the
+//! leases, for a teardown after the container's namespace is gone (its links went with it). Drivers (bridge, macvlan, ipvlan) share one
 //! trait ([`driver::NetworkDriver`]), one file each; `store.rs` keeps the records, `check.rs`
 //! refuses a bad `create` before anything exists, `inside.rs` configures the container's side.
 //! A network's record is saved before its host objects (bridge, shim) are made, naming them, so
@@ -129,11 +130,12 @@ pub enum NetworkError {
     },
     #[error("{0}")]
     Invalid(String),
-    #[error("subnet {subnet} overlaps {other} ({owner}); choose another --subnet")]
+    #[error("subnet {subnet} overlaps {other} ({owner}); choose another {flag}")]
     Overlap {
         subnet: Subnet,
         other: Subnet,
         owner: String,
+        flag: &'static str,
     },
     #[error("parent interface {0} does not exist; give an existing interface to --parent")]
     NoParent(String),
@@ -365,7 +367,8 @@ impl Networks {
             .map_err(NetworkError::net("allocate an address"))
     }
 
-    /// Creates the planned links, addresses and routes; `netns` is the container's.
+    /// Creates the planned links, addresses and routes, and brings `lo` up; `netns` is the
+    /// container's.
     pub fn attach(
         &self,
         attachment: &Attachment,
@@ -378,6 +381,9 @@ impl Networks {
     }
 
     /// Deletes whatever of the attachment exists and releases its leases (idempotent).
+    ///
+    /// Deleting a veth waits for RCU grace periods (about 30 ms here under load); after the
+    /// container's network namespace is gone, [`Networks::release`] is the cheap equivalent.
     pub fn detach(&self, attachment: &Attachment) -> Result<(), NetworkError> {
         let mut errors = Vec::new();
         if let Some(link) = &attachment.host_link {
@@ -387,17 +393,22 @@ impl Networks {
             });
             errors.extend(deleted.err());
         }
-        match self.store.load(&attachment.network) {
-            Ok(Some(_)) => {
-                let released = self
-                    .ipam
-                    .release(&attachment.network, &attachment.container_id);
-                errors.extend(released.err().map(NetworkError::net("release addresses")));
-            }
-            Ok(None) => {}
-            Err(e) => errors.push(e),
-        }
+        errors.extend(self.release(attachment).err());
         NetworkError::all(errors)
+    }
+
+    /// Releases the attachment's leases only (idempotent). Enough for teardown once nothing holds
+    /// the container's network namespace any more: every link an attachment makes has one end in
+    /// that namespace, and the kernel deletes the pair with it (asynchronously, off pier's path).
+    /// `detach` from `pier gc` catches a link whose namespace someone else kept alive.
+    pub fn release(&self, attachment: &Attachment) -> Result<(), NetworkError> {
+        if self.store.load(&attachment.network)?.is_none() {
+            return Ok(());
+        }
+        self.ipam
+            .release(&attachment.network, &attachment.container_id)
+            .map(drop)
+            .map_err(NetworkError::net("release addresses"))
     }
 
     /// Releases leases held by container ids not in `live` (crash recovery); returns them.
@@ -418,7 +429,8 @@ impl Networks {
     }
 }
 
-/// Brings `lo` up inside a new network namespace (`--network none` and every attached one).
+/// Brings `lo` up inside a new network namespace (`--network none`; [`Networks::attach`] does it
+/// too, in the same visit to the namespace).
 pub fn loopback_up(netns: BorrowedFd<'_>) -> Result<(), NetworkError> {
     inside::loopback_up(netns)
 }

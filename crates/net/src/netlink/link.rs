@@ -1,5 +1,5 @@
 //! Link operations: bridge, veth, macvlan and ipvlan creation, namespace moves, up/down, MTU,
-//! bridge port flags (hairpin), deletion and lookup by name.
+//! MAC address, bridge port flags (hairpin), deletion and lookup by name.
 //!
 //! The container engine's hot path uses the one-message forms: [`Netlink::create_bridge_port`]
 //! makes a veth whose host side is already up and enslaved and whose peer is born inside the
@@ -242,6 +242,17 @@ impl Netlink {
         let mut message = indexed(index);
         message.attributes.push(LinkAttribute::Mtu(mtu));
         self.set("set mtu", index, message)
+    }
+
+    /// Sets the MAC address of link `index`. A bridge given its address this way keeps it
+    /// (the kernel otherwise takes the lowest port's, changing the gateway's MAC under the
+    /// containers' ARP caches each time a port joins or leaves).
+    pub fn set_mac(&mut self, index: u32, mac: [u8; 6]) -> Result<(), NetError> {
+        let mut message = indexed(index);
+        message
+            .attributes
+            .push(LinkAttribute::Address(mac.to_vec()));
+        self.set("set mac address", index, message)
     }
 
     /// Attaches link `index` to the bridge `bridge` (its master).

@@ -1,0 +1,199 @@
+//! The publish engines' lifecycle against the real kernel: conflicts named with their owner,
+//! a 1,000-port range in one step, idempotent removal, all-or-nothing apply, and recovery from
+//! a crash between recording entries and knowing the proxy pids.
+//!
+//! Theory: the labs of priv_engines_support; the engine is driven on a thread in the host
+//! namespace (`Lab::host.run`), and what exists afterwards is read from the kernel: the pinned
+//! map (pier-bpf), the nft maps (pier-net) and /proc (proxy children).
+//!
+//! Needs root, cgroup2, nft and (for the proxy cases) the pier binary.
+mod priv_engines_support;
+
+use std::net::TcpListener;
+
+use pier_net::nft::Table;
+use pier_publish::engine::{select, Entry, Mode, PublishError};
+use pier_publish::PortMapping;
+use priv_engines_support::{pier_binary, privileged, Lab, HOST_ADDR, OTHER_HOST_ADDR};
+
+/// Not a test: the body of the client processes (unused here, shared support).
+#[test]
+fn client_process() {
+    if let Ok(spec) = std::env::var("PIER_TEST_CLIENT") {
+        priv_engines_support::client_main(&spec);
+    }
+}
+
+fn specs(texts: &[&str]) -> Vec<PortMapping> {
+    texts.iter().map(|t| t.parse().unwrap()).collect()
+}
+
+/// How many map entries and nft elements exist in the lab's host.
+fn counts(lab: &Lab) -> (usize, usize) {
+    lab.host
+        .run(|| {
+            let bpf = pier_bpf::Publisher::open(&lab.settings.bpf_pin_dir)
+                .map(|p| p.published().unwrap().len())
+                .unwrap_or(0);
+            (bpf, Table.published().unwrap().len())
+        })
+        .unwrap()
+}
+
+fn proxies_running(lab: &Lab) -> usize {
+    let binary = lab.settings.proxy_binary.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .filter(|c| c.starts_with(binary.as_bytes()) && c.windows(5).any(|w| w == b"proxy"))
+        .filter(|c| String::from_utf8_lossy(c).contains("198.18.2.2"))
+        .count()
+}
+
+#[test]
+fn conflicts_name_the_port_and_its_owner() {
+    if !privileged("conflicts") {
+        return;
+    }
+    let lab = Lab::new("conflicts");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            let first = lab.target();
+            let (_, entries) = engine.plan(&first, &specs(&["18080:80"])).unwrap();
+            engine.apply(&first, &entries).unwrap();
+            let other = pier_publish::engine::Target {
+                container_id: "pier-test-c2".into(),
+                addresses: vec!["198.18.2.3".parse().unwrap()],
+                bridge: Some("pier-test-br".into()),
+            };
+            let err = engine.plan(&other, &specs(&[&format!("{HOST_ADDR}:18080:80")])).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("port 18080/tcp on {HOST_ADDR} is already published by container pier-test-c1")
+            );
+            let holder = TcpListener::bind(format!("{OTHER_HOST_ADDR}:18081")).unwrap();
+            let err = engine.plan(&other, &specs(&["18081:80"])).unwrap_err();
+            let me = std::process::id() as i32;
+            assert!(
+                matches!(&err, PublishError::Bound { port: 18081, pid, .. } if *pid == me),
+                "{err}"
+            );
+            drop(holder);
+            assert!(engine.plan(&other, &specs(&["18081:80"])).is_ok());
+            let udp_same_port = engine.plan(&other, &specs(&["18080:80/udp"]));
+            assert!(udp_same_port.is_ok(), "{udp_same_port:?}");
+            engine.remove(&entries).unwrap();
+            assert!(engine.plan(&other, &specs(&["18080:80"])).is_ok());
+        })
+        .unwrap();
+}
+
+#[test]
+fn picked_host_ports_are_free_and_reported() {
+    if !privileged("picked") {
+        return;
+    }
+    let lab = Lab::new("picked");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Nat, &lab.settings).unwrap();
+            let (published, entries) = engine.plan(&lab.target(), &specs(&["80", "53/udp"])).unwrap();
+            let ports: Vec<u16> = published.iter().flat_map(|p| p.host_ports.clone()).collect();
+            assert_eq!(ports.len(), 2);
+            assert!(ports.iter().all(|&p| p >= 1024), "{ports:?}");
+            assert_eq!(entries.len(), 2);
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_thousand_port_range_publishes_in_one_step_and_goes_away() {
+    if !privileged("range") {
+        return;
+    }
+    let lab = Lab::new("range");
+    let entries = lab
+        .host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            let (published, entries) = engine
+                .plan(&lab.target(), &specs(&[&format!("{HOST_ADDR}:20000-20999:1000-1999")]))
+                .unwrap();
+            assert_eq!(published[0].host_ports.len(), 1000);
+            engine.apply(&lab.target(), &entries).unwrap();
+            entries
+        })
+        .unwrap();
+    assert_eq!(counts(&lab), (1000, 1000), "one map entry and one nft element per port");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            engine.remove(&entries).unwrap();
+            engine.remove(&entries).unwrap();
+        })
+        .unwrap();
+    assert_eq!(counts(&lab), (0, 0));
+}
+
+#[test]
+fn a_failure_in_the_middle_of_apply_leaves_nothing() {
+    if !privileged("midway") {
+        return;
+    }
+    let lab = Lab::new("midway");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            let (_, entries) = engine.plan(&lab.target(), &specs(&["19000:80", "19001:80"])).unwrap();
+            // Someone else takes 19001 in the nft maps between plan and apply.
+            let thief = pier_net::nft::Mapping {
+                host: None,
+                proto: pier_net::nft::Proto::Tcp,
+                host_port: 19001,
+                container: "198.18.2.3".parse().unwrap(),
+                container_port: 80,
+            };
+            Table.publish_owned(&[thief], "pier-test-thief").unwrap();
+            let err = engine.apply(&lab.target(), &entries).unwrap_err();
+            assert!(err.to_string().contains("publish"), "{err}");
+            Table.unpublish(&[thief]).unwrap();
+        })
+        .unwrap();
+    assert_eq!(counts(&lab), (0, 0), "the map entries made before the failure are gone");
+}
+
+#[test]
+fn proxy_failure_midway_and_crash_recovery_leave_no_process() {
+    if !privileged("proxy-crash") {
+        return;
+    }
+    if pier_binary().is_none() {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs the pier binary under CI");
+        eprintln!("skipping: needs the pier binary (cargo build -p pier, or PIER_BINARY)");
+        return;
+    }
+    let lab = Lab::new("proxy-crash");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Proxy, &lab.settings).unwrap();
+            let target = lab.target();
+            let (_, entries) = engine
+                .plan(&target, &specs(&[&format!("{HOST_ADDR}:19100:80"), &format!("{HOST_ADDR}:19101:80")]))
+                .unwrap();
+            let holder = TcpListener::bind(format!("{HOST_ADDR}:19101")).unwrap();
+            assert!(engine.apply(&target, &entries).is_err());
+            assert_eq!(proxies_running(&lab), 0, "the first proxy was stopped");
+            drop(holder);
+
+            // A crash after recording the planned entries (no pids) and starting the children.
+            let made = engine.apply_recorded(&target, &entries).unwrap();
+            assert!(made.iter().all(|e| matches!(e, Entry::Proxy { pid: Some(_), .. })));
+            assert_eq!(proxies_running(&lab), 2);
+            engine.remove(&entries).unwrap();
+            assert_eq!(proxies_running(&lab), 0, "found by command line and stopped");
+            engine.remove(&made).unwrap();
+        })
+        .unwrap();
+}

@@ -1,0 +1,466 @@
+//! The lab the publish-engine tests run in, and the client process they measure with.
+//!
+//! Theory of operation: every lab is three kinds of anonymous network namespaces: a "host"
+//! with a bridge `pier-test-br` (198.18.2.1/24) to two "containers" (c1 198.18.2.2, c2
+//! 198.18.2.3, each running TCP and UDP echo servers on port 80) and a veth `pier-test-r`
+//! (198.18.1.1/24 and 198.18.1.5/24) to a "remote" client (198.18.1.2). The engine runs on one
+//! thread inside the host namespace for the whole publish (its proxy children die with that
+//! thread), with a private bpffs for its pins and a `pier-test-` cgroup2 directory for its
+//! programs. Clients are processes: this test binary re-run with `PIER_TEST_CLIENT` set,
+//! started from a thread inside the client's namespace and, for clients on the host or in a
+//! container, moved into the test cgroup before it may start (a remote client stays outside,
+//! as a remote machine would). The servers tell each client the peer address they saw
+//! (`PEER a:p` first), so the client can report it. Everything is freed on drop, also when an
+//! assertion fails: entries removed, pins unpinned, bpffs unmounted, cgroup removed; the
+//! namespaces vanish with their last fd.
+//!
+//! Needs root, cgroup2 at /sys/fs/cgroup/unified, nft, and the pier binary (for the proxy
+//! engine: `PIER_BINARY` or target/debug/pier next to this test's deps directory).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{recv, send, MsgFlags};
+use pier_net::netns::NetNs;
+use pier_net::{Netlink, Route};
+use pier_publish::engine::{select, Entry, Mode, Published, Settings, Target};
+use pier_publish::PortMapping;
+
+pub const CGROUP2: &str = "/sys/fs/cgroup/unified";
+pub const HOST_ADDR: &str = "198.18.1.1";
+pub const OTHER_HOST_ADDR: &str = "198.18.1.5";
+pub const REMOTE_ADDR: &str = "198.18.1.2";
+pub const C1: &str = "198.18.2.2";
+pub const C2: &str = "198.18.2.3";
+/// How long a client waits for a connection or a datagram before calling it unreachable.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// Bytes echoed over TCP.
+pub const ECHO_BYTES: usize = 1 << 20;
+
+/// True when the test may run; prints why it skips, and fails under CI=true.
+pub fn privileged(test: &str) -> bool {
+    if nix::unistd::geteuid().is_root() && Path::new(CGROUP2).join("cgroup.procs").exists() {
+        return true;
+    }
+    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{test} needs root and cgroup2 under CI");
+    eprintln!("skipping: {test} needs root and cgroup2 at {CGROUP2}");
+    false
+}
+
+/// The pier binary the proxy engine runs, if built.
+pub fn pier_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PIER_BINARY") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let candidate = exe.parent()?.parent()?.join("pier");
+    candidate.is_file().then_some(candidate)
+}
+
+fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
+
+fn index(nl: &mut Netlink, name: &str) -> u32 {
+    nl.link_index(name).unwrap().unwrap_or_else(|| panic!("no link {name}"))
+}
+
+/// The namespaces, the test cgroup and the bpffs of one lab.
+pub struct Lab {
+    pub host: NetNs,
+    pub c1: NetNs,
+    pub c2: NetNs,
+    pub remote: NetNs,
+    pub cgroup: PathBuf,
+    bpffs: tempfile::TempDir,
+    pub settings: Settings,
+}
+
+impl Lab {
+    pub fn new(name: &str) -> Lab {
+        let bpffs = tempfile::Builder::new().prefix("pier-test-bpffs-").tempdir().unwrap();
+        mount(Some("bpf"), bpffs.path(), Some("bpf"), MsFlags::empty(), None::<&str>).unwrap();
+        let cgroup = Path::new(CGROUP2).join(format!("pier-test-{name}-{}", std::process::id()));
+        std::fs::create_dir(&cgroup).unwrap();
+        let settings = Settings {
+            bpf_pin_dir: bpffs.path().join("pier"),
+            bpf_cgroup: cgroup.clone(),
+            proxy_binary: pier_binary().unwrap_or_else(|| "pier".into()),
+        };
+        let lab = Lab {
+            host: NetNs::new_anonymous().unwrap(),
+            c1: NetNs::new_anonymous().unwrap(),
+            c2: NetNs::new_anonymous().unwrap(),
+            remote: NetNs::new_anonymous().unwrap(),
+            cgroup,
+            bpffs,
+            settings,
+        };
+        lab.host.run(|| wire_host(&lab)).unwrap();
+        lab.c1.run(|| inside(C1, "198.18.2.1")).unwrap();
+        lab.c2.run(|| inside(C2, "198.18.2.1")).unwrap();
+        lab.remote.run(|| inside(REMOTE_ADDR, HOST_ADDR)).unwrap();
+        for ns in [&lab.c1, &lab.c2] {
+            let (tcp, udp) = ns
+                .run(|| (TcpListener::bind("0.0.0.0:80").unwrap(), UdpSocket::bind("0.0.0.0:80").unwrap()))
+                .unwrap();
+            serve_tcp(tcp);
+            serve_udp(udp);
+        }
+        lab
+    }
+
+    pub fn target(&self) -> Target {
+        Target {
+            container_id: "pier-test-c1".into(),
+            addresses: vec![ip(C1)],
+            bridge: Some("pier-test-br".into()),
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let pins = self.settings.bpf_pin_dir.clone();
+        let _ = pier_bpf::unpin_all(&pins);
+        let _ = umount2(self.bpffs.path(), MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir(&self.cgroup);
+    }
+}
+
+fn wire_host(lab: &Lab) {
+    let mut nl = Netlink::open().unwrap();
+    nl.create_bridge("pier-test-br").unwrap();
+    let bridge = index(&mut nl, "pier-test-br");
+    nl.add_address(bridge, ip("198.18.2.1"), 24).unwrap();
+    nl.set_up(bridge, true).unwrap();
+    for (port, ns) in [("pier-test-c1", &lab.c1), ("pier-test-c2", &lab.c2)] {
+        nl.create_veth(port, "eth0", Some(ns.fd())).unwrap();
+        let veth = index(&mut nl, port);
+        nl.set_master(veth, bridge).unwrap();
+        nl.set_up(veth, true).unwrap();
+        let args = ["link", "set", "dev", port, "type", "bridge_slave", "hairpin", "on"];
+        assert!(Command::new("ip").args(args).status().unwrap().success());
+    }
+    nl.create_veth("pier-test-r", "eth0", Some(lab.remote.fd())).unwrap();
+    let uplink = index(&mut nl, "pier-test-r");
+    nl.add_address(uplink, ip(HOST_ADDR), 24).unwrap();
+    nl.add_address(uplink, ip(OTHER_HOST_ADDR), 24).unwrap();
+    nl.set_up(uplink, true).unwrap();
+    let lo = index(&mut nl, "lo");
+    nl.set_up(lo, true).unwrap();
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1\n").unwrap();
+}
+
+fn inside(addr: &str, gateway: &str) {
+    let mut nl = Netlink::open().unwrap();
+    let lo = index(&mut nl, "lo");
+    nl.set_up(lo, true).unwrap();
+    let eth0 = index(&mut nl, "eth0");
+    nl.add_address(eth0, ip(addr), 24).unwrap();
+    nl.set_up(eth0, true).unwrap();
+    nl.add_route(&Route::default_via(ip(gateway))).unwrap();
+}
+
+/// TCP echo: `PEER a:p\n`, then by the client's first byte: `E` echoes until EOF and sends
+/// `BYE\n` after it (half-close), `U` waits for one urgent byte and answers `URG x\n`.
+fn serve_tcp(listener: TcpListener) {
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = handle_tcp(conn);
+            });
+        }
+    });
+}
+
+fn handle_tcp(mut conn: TcpStream) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let peer = conn.peer_addr()?;
+    conn.write_all(format!("PEER {peer}\n").as_bytes())?;
+    let mut mode = [0u8; 1];
+    conn.read_exact(&mut mode)?;
+    match mode[0] {
+        b'U' => {
+            let mut fds = [PollFd::new(conn.as_fd(), PollFlags::POLLPRI)];
+            poll(&mut fds, PollTimeout::from(5000u16))?;
+            let mut byte = [0u8; 1];
+            let n = recv(conn.as_raw_fd(), &mut byte, MsgFlags::MSG_OOB)?;
+            let text = if n == 1 { format!("URG {}\n", byte[0] as char) } else { "URG none\n".into() };
+            conn.write_all(text.as_bytes())
+        }
+        _ => {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = conn.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                conn.write_all(&buf[..n])?;
+            }
+            conn.write_all(b"BYE\n")
+        }
+    }
+}
+
+/// UDP echo: each datagram back, prefixed with `PEER a:p\n`.
+fn serve_udp(sock: UdpSocket) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        while let Ok((n, peer)) = sock.recv_from(&mut buf) {
+            let mut reply = format!("PEER {peer}\n").into_bytes();
+            reply.extend_from_slice(&buf[..n]);
+            let _ = sock.send_to(&reply, peer);
+        }
+    });
+}
+
+/// Runs `work` while `mode` publishes each of `mappings` (one plan and apply per mapping) for
+/// c1; then removes everything and checks removal twice (idempotent).
+pub fn with_engine<R>(
+    lab: &Lab,
+    mode: Mode,
+    mappings: &[PortMapping],
+    work: impl FnOnce(&[Result<(Vec<Published>, Vec<Entry>), String>]) -> R,
+) -> R {
+    let (out_tx, out_rx) = mpsc::channel();
+    let (down_tx, down_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel();
+    let target = lab.target();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            lab.host
+                .run(move || {
+                    let engine = match select(mode, &lab.settings) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            let _ = out_tx.send(mappings.iter().map(|_| Err(e.to_string())).collect());
+                            let _ = done_tx.send(Ok(()));
+                            return;
+                        }
+                    };
+                    let outcomes: Vec<_> = mappings
+                        .iter()
+                        .map(|m| {
+                            let (published, entries) =
+                                engine.plan(&target, std::slice::from_ref(m)).map_err(|e| e.to_string())?;
+                            let made = engine.apply_recorded(&target, &entries).map_err(|e| e.to_string())?;
+                            Ok((published, made))
+                        })
+                        .collect();
+                    let all: Vec<Entry> = outcomes.iter().flatten().flat_map(|(_, e)| e.clone()).collect();
+                    let _ = out_tx.send(outcomes);
+                    let _ = down_rx.recv();
+                    let removed = engine
+                        .remove(&all)
+                        .and_then(|()| engine.remove(&all))
+                        .map_err(|e| e.to_string());
+                    let _ = done_tx.send(removed);
+                })
+                .unwrap();
+        });
+        let outcomes = out_rx.recv().unwrap();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&outcomes)));
+        let _ = down_tx.send(());
+        let removed = done_rx.recv().unwrap();
+        let result = result.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        removed.expect("remove, twice");
+        result
+    })
+}
+
+/// Where a client runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    Host127,
+    Host6,
+    HostAddr,
+    Remote,
+    /// c1 to its own published port.
+    Own,
+    /// c2 to c1's published port.
+    Other,
+}
+
+impl Client {
+    pub const ALL: [Client; 6] =
+        [Client::Host127, Client::Host6, Client::HostAddr, Client::Remote, Client::Own, Client::Other];
+
+    fn netns<'a>(&self, lab: &'a Lab) -> &'a NetNs {
+        match self {
+            Client::Host127 | Client::Host6 | Client::HostAddr => &lab.host,
+            Client::Remote => &lab.remote,
+            Client::Own => &lab.c1,
+            Client::Other => &lab.c2,
+        }
+    }
+
+    /// The address this client dials for host port `port`.
+    pub fn dial(&self, port: u16) -> SocketAddr {
+        match self {
+            Client::Host127 => SocketAddr::new(ip("127.0.0.1"), port),
+            Client::Host6 => SocketAddr::new(ip("::1"), port),
+            _ => SocketAddr::new(ip(HOST_ADDR), port),
+        }
+    }
+}
+
+/// What a client process reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    Unreachable,
+    /// Reached: the peer address the server saw.
+    Ok { seen: IpAddr },
+    Failed(String),
+}
+
+/// Runs a client process for `proto` (`tcp`/`udp`) to `to` in `client`'s namespace.
+pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Report {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = client
+        .netns(lab)
+        .run(|| {
+            Command::new(&exe)
+                .args(["--exact", "client_process", "--nocapture", "--test-threads=1"])
+                .env("PIER_TEST_CLIENT", format!("{proto} {to}"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .unwrap();
+    if client != Client::Remote {
+        std::fs::write(lab.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find_map(|l| l.split_once("RESULT ").map(|(_, r)| r)).unwrap_or("fail no result");
+    match line.split_once(' ').unwrap_or((line, "")) {
+        ("unreachable", _) => Report::Unreachable,
+        ("ok", seen) => Report::Ok { seen: seen.parse().unwrap() },
+        (_, why) => Report::Failed(why.to_string()),
+    }
+}
+
+/// The body of the client process (`PIER_TEST_CLIENT="tcp 198.18.1.1:8080"`): waits for `go`
+/// on stdin (its cgroup is set by then), runs the checks, prints `RESULT ...`.
+pub fn client_main(spec: &str) {
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go).unwrap();
+    let (proto, to) = spec.split_once(' ').unwrap();
+    let to: SocketAddr = to.parse().unwrap();
+    let result = match proto {
+        "tcp" => tcp_client(to),
+        _ => udp_client(to),
+    };
+    match result {
+        Ok(Some(seen)) => println!("RESULT ok {seen}"),
+        Ok(None) => println!("RESULT unreachable"),
+        Err(e) => println!("RESULT fail {e}"),
+    }
+}
+
+fn peer_line(reader: &mut impl BufRead) -> Result<IpAddr, String> {
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(|e| format!("reading PEER: {e}"))?;
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("PEER ")
+        .and_then(|a| a.parse().ok())
+        .ok_or(format!("bad PEER line {line:?}"))?;
+    Ok(addr.ip())
+}
+
+/// 1 MiB echo with a half-close, the server's `BYE` after it, then one urgent byte.
+fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
+    let Ok(conn) = TcpStream::connect_timeout(&to, TIMEOUT) else {
+        return Ok(None);
+    };
+    let shown = conn.peer_addr().map_err(|e| e.to_string())?;
+    if shown != to {
+        return Err(format!("getpeername shows {shown}, dialled {to}"));
+    }
+    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
+    let seen = peer_line(&mut reader)?;
+    let data: Vec<u8> = (0..ECHO_BYTES).map(|i| (i * 7 + i / 251) as u8).collect();
+    let mut writer = conn.try_clone().map_err(|e| e.to_string())?;
+    let sent = data.clone();
+    let feeder = std::thread::spawn(move || -> std::io::Result<()> {
+        writer.write_all(b"E")?;
+        writer.write_all(&sent)?;
+        writer.shutdown(std::net::Shutdown::Write)
+    });
+    let mut back = vec![0u8; ECHO_BYTES];
+    reader.read_exact(&mut back).map_err(|e| format!("echo: {e}"))?;
+    feeder.join().unwrap().map_err(|e| format!("send: {e}"))?;
+    if checksum(&back) != checksum(&data) {
+        return Err("echo checksum differs".into());
+    }
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).map_err(|e| format!("after half-close: {e}"))?;
+    if rest != "BYE\n" {
+        return Err(format!("after half-close got {rest:?}, not BYE"));
+    }
+    urgent(to)?;
+    Ok(Some(seen))
+}
+
+fn urgent(to: SocketAddr) -> Result<(), String> {
+    let conn = TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("urgent connect: {e}"))?;
+    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
+    peer_line(&mut reader)?;
+    (&conn).write_all(b"U").map_err(|e| e.to_string())?;
+    send(conn.as_raw_fd(), b"!", MsgFlags::MSG_OOB).map_err(|e| format!("send OOB: {e}"))?;
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(|e| format!("urgent answer: {e}"))?;
+    match line.as_str() {
+        "URG !\n" => Ok(()),
+        other => Err(format!("urgent byte not delivered as urgent: {other:?}")),
+    }
+}
+
+/// 16 datagrams of 1,000 bytes on a connected socket, each echoed.
+fn udp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
+    let any = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let sock = UdpSocket::bind(any).map_err(|e| e.to_string())?;
+    sock.connect(to).map_err(|e| format!("connect: {e}"))?;
+    sock.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
+    let mut seen = None;
+    let mut buf = vec![0u8; 4096];
+    for seq in 0..16u8 {
+        let data: Vec<u8> = (0..1000).map(|i| (i as u8).wrapping_mul(seq + 1)).collect();
+        if sock.send(&data).is_err() {
+            return Ok(None);
+        }
+        let n = match sock.recv(&mut buf) {
+            Ok(n) => n,
+            Err(_) if seq == 0 => return Ok(None),
+            Err(e) => return Err(format!("datagram {seq}: {e}")),
+        };
+        let mut reader = &buf[..n];
+        let ip = peer_line(&mut reader)?;
+        if checksum(reader) != checksum(&data) {
+            return Err(format!("datagram {seq}: checksum differs"));
+        }
+        seen = Some(ip);
+    }
+    Ok(seen)
+}
+
+/// FNV-1a, enough to tell two buffers apart.
+fn checksum(data: &[u8]) -> u64 {
+    data.iter()
+        .fold(0xcbf29ce484222325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
+}
