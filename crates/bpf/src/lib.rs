@@ -19,6 +19,12 @@
 //! Why C: BPF programs in Rust (aya-ebpf) need nightly and rust-src; pier builds on stable, so the programs
 //! are C compiled by clang in build.rs and loaded with libbpf-rs's safe API (no `unsafe` here).
 //!
+//! A second map, `pier_owner` (same key), names the container that published each key; the programs never
+//! read it, the publish engine lists it to name a conflicting port's owner ([`Publisher::published`]).
+//! The "host" network namespace is the one whose cookie [`Programs::load_and_pin_for`] writes into entry 0
+//! of the pinned array `pier_config` (pier passes the namespace it runs in; 0 means the initial one);
+//! [`host_netns_cookie`] reads it back, so a later pier can tell whether the pins serve its namespace.
+//!
 //! Limits: the wildcard covers loopback only (the publish engine adds one entry per other host address);
 //! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; loopback matches
 //! and bind refusals apply to sockets of the host's network namespace (containers keep their own).
@@ -34,7 +40,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenObject};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 use nix::mount::{mount, MsFlags};
 use nix::sys::statfs::{statfs, FsType};
 
@@ -44,6 +50,8 @@ pub const PIN_DIR: &str = "/sys/fs/bpf/pier";
 pub const PUBLISH_MAP: &str = "pier_publish";
 /// The name of the map (and pin) naming, per published key, the container that published it.
 pub const OWNER_MAP: &str = "pier_owner";
+/// The name of the map (and pin) whose entry 0 is the host network namespace's cookie.
+pub const CONFIG_MAP: &str = "pier_config";
 /// Bytes of an owner id in [`OWNER_MAP`] (longer ids are cut).
 const OWNER_LEN: usize = 64;
 
@@ -122,8 +130,6 @@ pub enum Error {
         map: String,
         source: libbpf_rs::Error,
     },
-    #[error("the BPF object has no 8-byte .rodata for host_netns_cookie (rebuild pier-bpf)")]
-    Rodata,
     #[error("reading map {map}: {source}")]
     Lookup {
         map: String,
@@ -241,11 +247,12 @@ impl Programs {
     /// Like [`Programs::load_and_pin`], with "host" sockets being those of the network namespace whose
     /// cookie is `host_netns_cookie` (0: the initial one). pier passes the namespace it runs in.
     pub fn load_and_pin_for(pin_dir: &Path, host_netns_cookie: u64) -> Result<Self, Error> {
-        let mut open = ObjectBuilder::default()
+        let mut object = ObjectBuilder::default()
             .open_memory(OBJECT)
-            .map_err(Error::Open)?;
-        set_host_netns(&mut open, host_netns_cookie)?;
-        let mut object = open.load().map_err(Error::Load)?;
+            .map_err(Error::Open)?
+            .load()
+            .map_err(Error::Load)?;
+        set_host_netns(&object, host_netns_cookie)?;
         std::fs::create_dir_all(pin_dir).map_err(|source| Error::PinDir {
             path: pin_dir.to_owned(),
             source,
@@ -320,18 +327,37 @@ impl Programs {
     }
 }
 
-/// Writes the cookie into the object's `.rodata`, whose only variable is `host_netns_cookie`.
-fn set_host_netns(open: &mut OpenObject, cookie: u64) -> Result<(), Error> {
-    let mut rodata = open
-        .maps_mut()
-        .find(|m| m.name().to_string_lossy().ends_with(".rodata"))
-        .ok_or(Error::Rodata)?;
-    let value = rodata.initial_value_mut().ok_or(Error::Rodata)?;
-    if value.len() != 8 {
-        return Err(Error::Rodata);
-    }
-    value.copy_from_slice(&cookie.to_ne_bytes());
-    Ok(())
+/// Writes the host namespace's cookie into entry 0 of [`CONFIG_MAP`].
+fn set_host_netns(object: &Object, cookie: u64) -> Result<(), Error> {
+    let map = object
+        .maps()
+        .find(|m| m.name() == CONFIG_MAP)
+        .ok_or_else(|| Error::Lookup {
+            map: CONFIG_MAP.into(),
+            source: libbpf_rs::Error::from(io::Error::from(io::ErrorKind::NotFound)),
+        })?;
+    map.update(&0u32.to_ne_bytes(), &cookie.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|source| Error::Lookup {
+            map: CONFIG_MAP.into(),
+            source,
+        })
+}
+
+/// The host namespace cookie the programs pinned under `pin_dir` were configured with (0: the initial
+/// namespace).
+pub fn host_netns_cookie(pin_dir: &Path) -> Result<u64, Error> {
+    let map = open_pinned(pin_dir, CONFIG_MAP)?;
+    let value = map
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|source| Error::Lookup {
+            map: CONFIG_MAP.into(),
+            source,
+        })?;
+    let bytes: [u8; 8] = value
+        .as_deref()
+        .and_then(|v| v.try_into().ok())
+        .unwrap_or_default();
+    Ok(u64::from_ne_bytes(bytes))
 }
 
 const LINK_PREFIX: &str = "link-";

@@ -345,3 +345,80 @@ fn docker_forward_policy_drop_still_forwards_pier_traffic() {
     assert!(forward.contains("policy drop"), "{forward}");
     assert!(!lab.nft(&["list", "tables"]).contains("inet pier"));
 }
+
+/// A second pier network (bridge `pier-test-br2`, 198.18.3.0/24) with one container.
+fn second_network(lab: &Lab) -> NetNs {
+    let other = NetNs::new_anonymous().unwrap();
+    lab.host
+        .run(|| {
+            let mut nl = Netlink::open().unwrap();
+            nl.create_bridge("pier-test-br2").unwrap();
+            let bridge = index(&mut nl, "pier-test-br2");
+            nl.add_address(bridge, ip("198.18.3.1"), 24).unwrap();
+            nl.set_up(bridge, true).unwrap();
+            nl.create_veth("pier-test-o", "eth0", Some(other.fd()))
+                .unwrap();
+            let veth = index(&mut nl, "pier-test-o");
+            nl.set_master(veth, bridge).unwrap();
+            nl.set_up(veth, true).unwrap();
+        })
+        .unwrap();
+    other.run(|| inside("198.18.3.2", "198.18.3.1")).unwrap();
+    other
+}
+
+#[test]
+fn pier_networks_are_isolated_from_each_other_unless_dnated() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    let other = second_network(&lab);
+    assert!(
+        lab.connect(&other, "198.18.2.2:80").is_some(),
+        "plain routing between the bridges"
+    );
+    ready(&lab);
+    lab.table(|t| {
+        t.add_network("198.18.3.0/24".parse().unwrap(), "pier-test-br2")
+            .unwrap();
+        t.publish(&[mapping(Some("198.18.1.1"), 8080)]).unwrap();
+    });
+    assert_eq!(
+        lab.connect(&other, "198.18.2.2:80"),
+        None,
+        "another pier network's container"
+    );
+    assert!(
+        lab.connect(&other, "198.18.1.1:8080").is_some(),
+        "a published port is reachable from another network"
+    );
+    lab.table(|t| t.teardown().unwrap());
+}
+
+#[test]
+fn owners_read_back_and_a_specific_port_is_held_until_its_last_publish_goes() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    ready(&lab);
+    let on_1 = mapping(Some("198.18.1.1"), 8080);
+    let on_5 = mapping(Some("198.18.1.5"), 8080);
+    lab.table(|t| {
+        t.publish_owned(&[on_1], "c1").unwrap();
+        t.publish_owned(&[on_5], "c2").unwrap();
+        let mut owners: Vec<String> = t.published().unwrap().into_iter().map(|(_, o)| o).collect();
+        owners.sort();
+        assert_eq!(owners, ["c1", "c2"]);
+        t.unpublish(&[on_1]).unwrap();
+    });
+    assert!(lab
+        .nft(&["list", "set", "inet", "pier", "pier_held"])
+        .contains("tcp . 8080"));
+    lab.table(|t| t.unpublish(&[on_5]).unwrap());
+    assert!(!lab
+        .nft(&["list", "set", "inet", "pier", "pier_held"])
+        .contains("8080"));
+    lab.table(|t| t.teardown().unwrap());
+}

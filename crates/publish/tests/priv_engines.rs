@@ -1,7 +1,8 @@
 //! The matrix of issue 5 against the real kernel: engine (ebpf, nat, proxy, auto) × protocol
-//! (tcp, udp) × client (host 127.0.0.1, host ::1, host address, remote client, a container to
-//! its own published port, another container to it) × publish address (wildcard, 127.0.0.1,
-//! a specific host address).
+//! (tcp, udp) × client (host 127.0.0.1, host ::1, host address over IPv4 and IPv6, remote
+//! client over IPv4 and IPv6, a container to its own published port, another container to it)
+//! × publish address (wildcard, 127.0.0.1, a specific host address). The container has an
+//! IPv4 and an IPv6 address, so the nat engine's IPv6 maps are exercised too.
 //!
 //! Theory: one lab per engine (see priv_engines_support), the six publishes of that engine made
 //! at once (each its own plan and apply), then every cell run as a client process, eight at a
@@ -18,7 +19,9 @@ use std::net::IpAddr;
 
 use pier_publish::engine::Mode;
 use pier_publish::PortMapping;
-use priv_engines_support::{privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR, REMOTE_ADDR};
+use priv_engines_support::{
+    privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR, REMOTE_ADDR, REMOTE_ADDR6,
+};
 
 /// Not a test: the body of the client processes the matrix starts (does nothing otherwise).
 #[test]
@@ -47,14 +50,14 @@ fn spec(front: Front, proto: &str, port: u16) -> PortMapping {
 }
 
 /// Whether `client` reaches a `front` publish of `mode` over `proto` (None: the publish itself
-/// is refused).
+/// is refused). The specific front is an IPv4 address, so IPv6 clients reach only wildcards.
 fn expected(mode: Mode, proto: &str, client: Client, front: Front) -> Option<bool> {
     use Client::*;
-    let local = client != Remote;
+    let remote = matches!(client, Remote | Remote6);
     Some(match (front, mode) {
         (Front::Loopback, Mode::Nat) => return None,
         (Front::Loopback, _) => client == Host127,
-        (Front::Wildcard, Mode::Ebpf) => local,
+        (Front::Wildcard, Mode::Ebpf) => !remote,
         (Front::Wildcard, Mode::Nat) => !matches!(client, Host127 | Host6),
         // pier proxy's known limit, shared with docker-proxy: a wildcard UDP listener answers
         // from the kernel's route choice (198.18.2.1 towards a container), not the address
@@ -62,7 +65,7 @@ fn expected(mode: Mode, proto: &str, client: Client, front: Front) -> Option<boo
         (Front::Wildcard, Mode::Proxy) => proto == "tcp" || !matches!(client, Own | Other),
         (Front::Wildcard, _) => true,
         (Front::HostAddr, Mode::Ebpf) => matches!(client, HostAddr | Own | Other),
-        (Front::HostAddr, _) => !matches!(client, Host127 | Host6),
+        (Front::HostAddr, _) => matches!(client, HostAddr | Remote | Own | Other),
     })
 }
 
@@ -104,21 +107,33 @@ fn matrix(mode: Mode, base_port: u16) {
                             .iter()
                             .filter(|(m, ..)| outcomes[*m].is_ok())
                             .map(|&(_, front, proto, port, client)| {
-                                (front, proto, client, run_client(lab, client, proto, client.dial(port)))
+                                (
+                                    front,
+                                    proto,
+                                    client,
+                                    run_client(lab, client, proto, client.dial(port)),
+                                )
                             })
                             .collect::<Vec<_>>()
                     })
                 })
                 .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
         });
         for (front, proto, client, report) in reports {
             let want = expected(mode, proto, client, front).unwrap();
             let cell = format!("{mode:?} {proto} {client:?} -> {front:?}");
             match (&report, want) {
                 (Report::Ok { seen }, true) => {
-                    let remote: IpAddr = REMOTE_ADDR.parse().unwrap();
-                    if client == Client::Remote && keeps_source(mode) && *seen != remote {
+                    let remote: IpAddr = match client {
+                        Client::Remote6 => REMOTE_ADDR6.parse().unwrap(),
+                        _ => REMOTE_ADDR.parse().unwrap(),
+                    };
+                    let is_remote = matches!(client, Client::Remote | Client::Remote6);
+                    if is_remote && keeps_source(mode) && *seen != remote {
                         failures.push(format!("{cell}: server saw {seen}, not the remote client"));
                     }
                 }
@@ -126,7 +141,12 @@ fn matrix(mode: Mode, base_port: u16) {
                 _ => failures.push(format!("{cell}: expected reachable={want}, got {report:?}")),
             }
         }
-        assert!(failures.is_empty(), "{} cell(s) failed:\n{}", failures.len(), failures.join("\n"));
+        assert!(
+            failures.is_empty(),
+            "{} cell(s) failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     });
 }
 
@@ -150,8 +170,14 @@ fn proxy_matrix() {
         return;
     }
     if priv_engines_support::pier_binary().is_none() {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "proxy_matrix needs the pier binary under CI");
-        eprintln!("skipping: proxy_matrix needs the pier binary (cargo build -p pier, or PIER_BINARY)");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "proxy_matrix needs the pier binary under CI"
+        );
+        eprintln!(
+            "skipping: proxy_matrix needs the pier binary (cargo build -p pier, or PIER_BINARY)"
+        );
         return;
     }
     matrix(Mode::Proxy, 43000);

@@ -68,10 +68,14 @@ fn conflicts_name_the_port_and_its_owner() {
                 addresses: vec!["198.18.2.3".parse().unwrap()],
                 bridge: Some("pier-test-br".into()),
             };
-            let err = engine.plan(&other, &specs(&[&format!("{HOST_ADDR}:18080:80")])).unwrap_err();
+            let err = engine
+                .plan(&other, &specs(&[&format!("{HOST_ADDR}:18080:80")]))
+                .unwrap_err();
             assert_eq!(
                 err.to_string(),
-                format!("port 18080/tcp on {HOST_ADDR} is already published by container pier-test-c1")
+                format!(
+                    "port 18080/tcp on {HOST_ADDR} is already published by container pier-test-c1"
+                )
             );
             let holder = TcpListener::bind(format!("{OTHER_HOST_ADDR}:18081")).unwrap();
             let err = engine.plan(&other, &specs(&["18081:80"])).unwrap_err();
@@ -99,11 +103,20 @@ fn picked_host_ports_are_free_and_reported() {
     lab.host
         .run(|| {
             let engine = select(Mode::Nat, &lab.settings).unwrap();
-            let (published, entries) = engine.plan(&lab.target(), &specs(&["80", "53/udp"])).unwrap();
-            let ports: Vec<u16> = published.iter().flat_map(|p| p.host_ports.clone()).collect();
+            let (published, entries) = engine
+                .plan(&lab.target(), &specs(&["80", "53/udp"]))
+                .unwrap();
+            let ports: Vec<u16> = published
+                .iter()
+                .flat_map(|p| p.host_ports.clone())
+                .collect();
             assert_eq!(ports.len(), 2);
             assert!(ports.iter().all(|&p| p >= 1024), "{ports:?}");
-            assert_eq!(entries.len(), 2);
+            assert_eq!(
+                entries.len(),
+                4,
+                "one element per port and container family"
+            );
         })
         .unwrap();
 }
@@ -119,14 +132,21 @@ fn a_thousand_port_range_publishes_in_one_step_and_goes_away() {
         .run(|| {
             let engine = select(Mode::Auto, &lab.settings).unwrap();
             let (published, entries) = engine
-                .plan(&lab.target(), &specs(&[&format!("{HOST_ADDR}:20000-20999:1000-1999")]))
+                .plan(
+                    &lab.target(),
+                    &specs(&[&format!("{HOST_ADDR}:20000-20999:1000-1999")]),
+                )
                 .unwrap();
             assert_eq!(published[0].host_ports.len(), 1000);
             engine.apply(&lab.target(), &entries).unwrap();
             entries
         })
         .unwrap();
-    assert_eq!(counts(&lab), (1000, 1000), "one map entry and one nft element per port");
+    assert_eq!(
+        counts(&lab),
+        (1000, 1000),
+        "one map entry and one nft element per port"
+    );
     lab.host
         .run(|| {
             let engine = select(Mode::Auto, &lab.settings).unwrap();
@@ -146,7 +166,9 @@ fn a_failure_in_the_middle_of_apply_leaves_nothing() {
     lab.host
         .run(|| {
             let engine = select(Mode::Auto, &lab.settings).unwrap();
-            let (_, entries) = engine.plan(&lab.target(), &specs(&["19000:80", "19001:80"])).unwrap();
+            let (_, entries) = engine
+                .plan(&lab.target(), &specs(&["19000:80", "19001:80"]))
+                .unwrap();
             // Someone else takes 19001 in the nft maps between plan and apply.
             let thief = pier_net::nft::Mapping {
                 host: None,
@@ -161,7 +183,11 @@ fn a_failure_in_the_middle_of_apply_leaves_nothing() {
             Table.unpublish(&[thief]).unwrap();
         })
         .unwrap();
-    assert_eq!(counts(&lab), (0, 0), "the map entries made before the failure are gone");
+    assert_eq!(
+        counts(&lab),
+        (0, 0),
+        "the map entries made before the failure are gone"
+    );
 }
 
 #[test]
@@ -170,7 +196,11 @@ fn proxy_failure_midway_and_crash_recovery_leave_no_process() {
         return;
     }
     if pier_binary().is_none() {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs the pier binary under CI");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "needs the pier binary under CI"
+        );
         eprintln!("skipping: needs the pier binary (cargo build -p pier, or PIER_BINARY)");
         return;
     }
@@ -180,7 +210,13 @@ fn proxy_failure_midway_and_crash_recovery_leave_no_process() {
             let engine = select(Mode::Proxy, &lab.settings).unwrap();
             let target = lab.target();
             let (_, entries) = engine
-                .plan(&target, &specs(&[&format!("{HOST_ADDR}:19100:80"), &format!("{HOST_ADDR}:19101:80")]))
+                .plan(
+                    &target,
+                    &specs(&[
+                        &format!("{HOST_ADDR}:19100:80"),
+                        &format!("{HOST_ADDR}:19101:80"),
+                    ]),
+                )
                 .unwrap();
             let holder = TcpListener::bind(format!("{HOST_ADDR}:19101")).unwrap();
             assert!(engine.apply(&target, &entries).is_err());
@@ -189,11 +225,105 @@ fn proxy_failure_midway_and_crash_recovery_leave_no_process() {
 
             // A crash after recording the planned entries (no pids) and starting the children.
             let made = engine.apply_recorded(&target, &entries).unwrap();
-            assert!(made.iter().all(|e| matches!(e, Entry::Proxy { pid: Some(_), .. })));
+            assert!(made
+                .iter()
+                .all(|e| matches!(e, Entry::Proxy { pid: Some(_), .. })));
             assert_eq!(proxies_running(&lab), 2);
             engine.remove(&entries).unwrap();
-            assert_eq!(proxies_running(&lab), 0, "found by command line and stopped");
+            assert_eq!(
+                proxies_running(&lab),
+                0,
+                "found by command line and stopped"
+            );
             engine.remove(&made).unwrap();
         })
+        .unwrap();
+}
+
+#[test]
+fn auto_without_cgroup2_falls_back_to_nat_and_a_loopback_proxy() {
+    if !privileged("fallback") {
+        return;
+    }
+    let mut lab = Lab::new("fallback");
+    let not_cgroup2 = tempfile::Builder::new()
+        .prefix("pier-test-")
+        .tempdir()
+        .unwrap();
+    lab.settings.bpf_cgroup = not_cgroup2.path().to_owned();
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            let (_, entries) = engine.plan(&lab.target(), &specs(&["19200:80"])).unwrap();
+            let kinds: Vec<String> = entries
+                .iter()
+                .map(|e| match e {
+                    Entry::Bpf { .. } => "bpf".to_string(),
+                    Entry::Nft { host, .. } => format!("nft {host:?}"),
+                    Entry::Proxy { host, .. } => format!("proxy {host}"),
+                })
+                .collect();
+            assert_eq!(
+                kinds,
+                [
+                    "proxy 127.0.0.1:19200",
+                    "proxy [::1]:19200",
+                    "nft None",
+                    "nft None"
+                ],
+                "{entries:?}"
+            );
+        })
+        .unwrap();
+    assert!(
+        !lab.settings.bpf_pin_dir.exists(),
+        "nothing loaded or pinned"
+    );
+}
+
+#[test]
+fn recovery_after_a_crash_during_unpublish_removes_the_rest() {
+    if !privileged("unpublish-crash") {
+        return;
+    }
+    let lab = Lab::new("unpublish-crash");
+    lab.host
+        .run(|| {
+            let engine = select(Mode::Auto, &lab.settings).unwrap();
+            let (_, entries) = engine
+                .plan(
+                    &lab.target(),
+                    &specs(&["19300-19309:1000-1009", "19300-19309:1000-1009/udp"]),
+                )
+                .unwrap();
+            engine.apply(&lab.target(), &entries).unwrap();
+            // The crash: removal got through the first third of the entries only.
+            engine.remove(&entries[..entries.len() / 3]).unwrap();
+            // Recovery (pier gc) removes the recorded entries, whatever still exists.
+            pier_publish::engine::remove(&lab.settings, &entries).unwrap();
+        })
+        .unwrap();
+    assert_eq!(counts(&lab), (0, 0));
+}
+
+#[test]
+fn pins_made_for_another_network_namespace_are_refused() {
+    if !privileged("other-netns") {
+        return;
+    }
+    let lab = Lab::new("other-netns");
+    lab.host
+        .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
+        .unwrap()
+        .unwrap();
+    let elsewhere = lab
+        .remote
+        .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
+        .unwrap();
+    let err = elsewhere.unwrap_err().to_string();
+    assert!(err.contains("serve another network namespace"), "{err}");
+    lab.host
+        .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
+        .unwrap()
         .unwrap();
 }

@@ -26,8 +26,8 @@
  * published on the wildcard or on loopback (not for other specific addresses).
  * Loopback matches and bind refusals apply to sockets of the host's network
  * namespace only: a container's own 127.0.0.1 and its own binds are its business.
- * The host's namespace is the one whose cookie the loader wrote into
- * `host_netns_cookie` (the namespace pier runs in), or the initial one when 0.
+ * The host's namespace is the one whose cookie the loader wrote into entry 0 of
+ * `pier_config` (the namespace pier runs in), or the initial one when 0.
  * `pier_owner` is not read by the programs: it names, per published key, the
  * container that published it, so a conflicting publish can say whose port it is.
  *
@@ -77,8 +77,13 @@ struct {
 	__type(value, struct pier_owner_id);
 } pier_owner SEC(".maps");
 
-/* Set by the loader before load; 0 means the initial network namespace. */
-const volatile __u64 host_netns_cookie = 0;
+/* Entry 0: the host network namespace's cookie, written by the loader (0: the initial one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} pier_config SEC(".maps");
 
 /* Per socket: the address the client dialled and where it went instead. */
 struct pier_orig {
@@ -97,7 +102,9 @@ struct {
 
 static __always_inline int in_host_netns(struct bpf_sock_addr *ctx)
 {
-	__u64 host = host_netns_cookie;
+	__u32 zero = 0;
+	__u64 *configured = bpf_map_lookup_elem(&pier_config, &zero);
+	__u64 host = configured ? *configured : 0;
 
 	if (!host)
 		host = bpf_get_netns_cookie(NULL);

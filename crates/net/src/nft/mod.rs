@@ -1,19 +1,25 @@
 //! nat engine: pier's one nftables table, `inet pier`, that publishes container ports to remote
 //! clients by DNAT, keeping their source address.
 //!
-//! Theory of operation: [`Table::ensure`] builds the table in one transaction: a `prerouting`
-//! and an `output` nat chain whose rules DNAT through two maps, `pier_dnat4` keyed by
-//! `ip daddr . meta l4proto . th dport` (a published specific host address) and
-//! `pier_dnat4_any` keyed by `meta l4proto . th dport` (the wildcard), both to
-//! `ip addr . port`; a lookup costs the same with 1 or 10,000 elements, and a miss leaves the
-//! packet alone, so a port published on one host address is not DNATed for another. The output
-//! chain skips 127.0.0.0/8 (local clients are the ebpf engine's). A `postrouting` chain
-//! masquerades only hairpin flows (DNATed, container subnet to container subnet) and container
-//! egress leaving through a non-pier interface; a `forward` chain accepts replies and DNATed
-//! flows and drops other traffic entering a container subnet from outside pier's bridges. Publishing is an element add, unpublishing an element delete; a whole list of
-//! mappings (a 1,000-port range) is one `nft -j -f -` transaction. If the host's iptables-nft
-//! `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`] also adds accept rules
-//! commented "pier" there (see docker.rs); [`Table::teardown`] removes those and the table.
+//! Theory of operation: [`Table::ensure`] builds the table in one transaction (rules.rs): a
+//! `prerouting` and an `output` nat chain whose rules DNAT through four maps, `pier_dnat4`/`6`
+//! keyed by `daddr . meta l4proto . th dport` (a published specific host address) and
+//! `pier_dnat4_any`/`6_any` keyed by `meta l4proto . th dport` (the wildcard), to
+//! `addr . port`; a lookup costs the same with 1 or 10,000 elements, and a miss leaves the
+//! packet alone. Loopback destinations are never DNATed (that needs route_localnet): they are
+//! the ebpf engine's. A specific address is DNATed only for packets that arrived on its own
+//! interface or from a pier bridge; its port is also put in the `pier_held` set, and an `input`
+//! chain drops packets for a held port that were not DNATed (so `127.0.0.1:P` or `A:P` is not
+//! reachable through another address or interface). A `postrouting` chain masquerades only
+//! hairpin flows and container egress leaving through a non-pier interface; a `forward` chain
+//! accepts replies and DNATed flows, drops traffic from one pier bridge to another bridge's
+//! subnet (`pier_bridge_nets4`/`6`: bridge . subnet), and drops other traffic entering a
+//! container subnet from outside pier's bridges. Publishing is an element add (commented with
+//! the owning container, which [`Table::published`] reads back), unpublishing an element
+//! delete; a whole list of mappings (a 1,000-port range) is one `nft -f -` transaction. If the
+//! host's iptables-nft `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`]
+//! also adds accept rules commented "pier" there (see docker.rs); [`Table::teardown`] removes
+//! those and the table.
 //!
 //! Why not the `nftables` crate (JSON to `nft -j -f -`): nft 1.0.6's JSON input breaks on a
 //! map with concatenated data (see rules.rs), which is the heart of this table; so the table

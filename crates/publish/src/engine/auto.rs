@@ -95,7 +95,7 @@ impl Publish for Auto {
 /// The fronts a proxy must serve when nat is alone: loopback, and a front nat cannot DNAT.
 fn local_fronts(pair: &Pair, target: &Target) -> Vec<IpAddr> {
     match pair.host_ip.filter(|ip| !ip.is_unspecified()) {
-        None => vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()],
+        None => proxy::both_families(Ipv4Addr::LOCALHOST, Ipv6Addr::LOCALHOST),
         Some(ip) if ip.is_loopback() => vec![ip],
         Some(ip) if !target.addresses.iter().any(|a| a.is_ipv4() == ip.is_ipv4()) => vec![ip],
         Some(_) => Vec::new(),

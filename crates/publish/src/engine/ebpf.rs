@@ -4,7 +4,8 @@
 //! Theory of operation: [`ensure`] makes sure the programs are loaded and pinned once under
 //! `Settings::bpf_pin_dir` and attached to `Settings::bpf_cgroup` (a flock on the pin dir's
 //! parent serialises concurrent pier processes); "host" sockets are those of the network
-//! namespace pier runs in (its cookie is written into the programs at load). A publish is map
+//! namespace pier runs in (its cookie is written into pier-bpf's config map at load, and pins
+//! made for another namespace are refused rather than silently serving the wrong one). A publish is map
 //! entries: for `-p P` the wildcard entry (it matches 127.0.0.0/8 and ::1) plus one entry per
 //! other host address read over netlink at plan time, each to the container's address of the
 //! same family or, for an IPv6 front, its IPv4 address (a dual-stack socket dials it
@@ -98,10 +99,11 @@ pub(crate) fn ensure(settings: &Settings) -> Result<(), PublishError> {
         path: parent.to_owned(),
         source: e.into(),
     })?;
-    if pin_dir.join(pier_bpf::PUBLISH_MAP).exists() {
-        return attached(pin_dir).map_err(unavailable);
-    }
     let cookie = own_netns_cookie()?;
+    if pin_dir.join(pier_bpf::PUBLISH_MAP).exists() {
+        attached(pin_dir).map_err(&unavailable)?;
+        return serves(pin_dir, cookie).map_err(unavailable);
+    }
     let programs = pier_bpf::Programs::load_and_pin_for(pin_dir, cookie)
         .map_err(|e| unavailable(e.to_string()))?;
     if let Err(e) = programs.attach(cgroup) {
@@ -122,7 +124,7 @@ fn attached(pin_dir: &Path) -> Result<(), String> {
     let missing = names
         .iter()
         .filter(|n| n.starts_with("pier_") && n.as_str() != pier_bpf::PUBLISH_MAP)
-        .filter(|n| n.as_str() != pier_bpf::OWNER_MAP && n.as_str() != "pier_orig")
+        .filter(|n| ![pier_bpf::OWNER_MAP, pier_bpf::CONFIG_MAP, "pier_orig"].contains(&n.as_str()))
         .find(|n| !names.contains(&format!("link-{n}")));
     match missing {
         None => Ok(()),
@@ -131,6 +133,20 @@ fn attached(pin_dir: &Path) -> Result<(), String> {
             pin_dir.display()
         )),
     }
+}
+
+/// The pinned programs treat this namespace as the host (pins made from another namespace,
+/// say a test's, would leave loopback unpublished here).
+fn serves(pin_dir: &Path, cookie: u64) -> Result<(), String> {
+    let pinned = pier_bpf::host_netns_cookie(pin_dir).map_err(|e| e.to_string())?;
+    if pinned == cookie {
+        return Ok(());
+    }
+    Err(format!(
+        "the programs pinned in {} serve another network namespace (cookie {pinned}, pier runs \
+         in {cookie}): remove that directory to reload them here",
+        pin_dir.display()
+    ))
 }
 
 /// The cookie of the network namespace the calling thread is in.

@@ -7,8 +7,8 @@
 //! `PR_SET_PDEATHSIG(SIGKILL)` so it dies with the thread that started it (the engine's
 //! monitor), and `PIER_CONTAINER_ID` in its environment so a conflicting publish can name the
 //! container. A wildcard front is two children, `0.0.0.0` and `::` (pier proxy sets
-//! IPV6_V6ONLY, as docker-proxy is run once per family), both to the container's IPv4 address
-//! when it has one. Apply returns each child's pid and /proc start time; removal signals the
+//! IPV6_V6ONLY, as docker-proxy is run once per family; `::` only where IPv6 is enabled), both
+//! to the container's IPv4 address when it has one. Apply returns each child's pid and /proc start time; removal signals the
 //! process so identified (SIGTERM through a pidfd, then waits for it), or, for an entry
 //! recorded before its child was known (a crash between plan and record), the process whose
 //! command line is exactly the entry's.
@@ -56,7 +56,7 @@ impl Publish for ProxyEngine {
         for pair in &pairs {
             let fronts = match pair.host_ip.filter(|ip| !ip.is_unspecified()) {
                 Some(ip) => vec![ip],
-                None => vec![Ipv4Addr::UNSPECIFIED.into(), Ipv6Addr::UNSPECIFIED.into()],
+                None => both_families(Ipv4Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED),
             };
             entries.extend(entries_for(pair, target, &fronts)?);
         }
@@ -73,6 +73,15 @@ impl Publish for ProxyEngine {
 
     fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
         apply::remove(&self.settings, entries)
+    }
+}
+
+/// The IPv4 front, and the IPv6 one when this namespace has IPv6.
+pub(crate) fn both_families(v4: Ipv4Addr, v6: Ipv6Addr) -> Vec<IpAddr> {
+    let disabled = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6");
+    match disabled {
+        Ok(text) if text.trim() == "0" => vec![v4.into(), v6.into()],
+        _ => vec![v4.into()],
     }
 }
 
@@ -254,8 +263,12 @@ mod tests {
 
     #[test]
     fn a_process_is_found_by_its_exact_command_line() {
-        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-        let found = find(Path::new("/bin/sleep"), &["30".to_string()]);
+        let mut child = Command::new("sleep").arg("31.4159").spawn().unwrap();
+        // The child shows its own command line once it has exec'd: look until it does.
+        let found = (0..500).find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            find(Path::new("/bin/sleep"), &["31.4159".to_string()])
+        });
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(found, Some(child.id() as i32));

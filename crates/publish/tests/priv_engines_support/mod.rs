@@ -38,6 +38,10 @@ pub const CGROUP2: &str = "/sys/fs/cgroup/unified";
 pub const HOST_ADDR: &str = "198.18.1.1";
 pub const OTHER_HOST_ADDR: &str = "198.18.1.5";
 pub const REMOTE_ADDR: &str = "198.18.1.2";
+pub const HOST_ADDR6: &str = "2001:2:0:1::1";
+pub const REMOTE_ADDR6: &str = "2001:2:0:1::2";
+pub const C1_6: &str = "2001:2:0:2::2";
+pub const C2_6: &str = "2001:2:0:2::3";
 pub const C1: &str = "198.18.2.2";
 pub const C2: &str = "198.18.2.3";
 /// How long a client waits for a connection or a datagram before calling it unreachable.
@@ -50,7 +54,11 @@ pub fn privileged(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() && Path::new(CGROUP2).join("cgroup.procs").exists() {
         return true;
     }
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{test} needs root and cgroup2 under CI");
+    assert_ne!(
+        std::env::var("CI").as_deref(),
+        Ok("true"),
+        "{test} needs root and cgroup2 under CI"
+    );
     eprintln!("skipping: {test} needs root and cgroup2 at {CGROUP2}");
     false
 }
@@ -70,7 +78,9 @@ fn ip(text: &str) -> IpAddr {
 }
 
 fn index(nl: &mut Netlink, name: &str) -> u32 {
-    nl.link_index(name).unwrap().unwrap_or_else(|| panic!("no link {name}"))
+    nl.link_index(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no link {name}"))
 }
 
 /// The namespaces, the test cgroup and the bpffs of one lab.
@@ -86,8 +96,18 @@ pub struct Lab {
 
 impl Lab {
     pub fn new(name: &str) -> Lab {
-        let bpffs = tempfile::Builder::new().prefix("pier-test-bpffs-").tempdir().unwrap();
-        mount(Some("bpf"), bpffs.path(), Some("bpf"), MsFlags::empty(), None::<&str>).unwrap();
+        let bpffs = tempfile::Builder::new()
+            .prefix("pier-test-bpffs-")
+            .tempdir()
+            .unwrap();
+        mount(
+            Some("bpf"),
+            bpffs.path(),
+            Some("bpf"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
         let cgroup = Path::new(CGROUP2).join(format!("pier-test-{name}-{}", std::process::id()));
         std::fs::create_dir(&cgroup).unwrap();
         let settings = Settings {
@@ -104,13 +124,28 @@ impl Lab {
             bpffs,
             settings,
         };
+        for ns in [&lab.host, &lab.c1, &lab.c2, &lab.remote] {
+            ns.run(no_dad).unwrap();
+        }
         lab.host.run(|| wire_host(&lab)).unwrap();
-        lab.c1.run(|| inside(C1, "198.18.2.1")).unwrap();
-        lab.c2.run(|| inside(C2, "198.18.2.1")).unwrap();
-        lab.remote.run(|| inside(REMOTE_ADDR, HOST_ADDR)).unwrap();
+        lab.c1
+            .run(|| inside([C1, C1_6], ["198.18.2.1", "2001:2:0:2::1"]))
+            .unwrap();
+        lab.c2
+            .run(|| inside([C2, C2_6], ["198.18.2.1", "2001:2:0:2::1"]))
+            .unwrap();
+        lab.remote
+            .run(|| inside([REMOTE_ADDR, REMOTE_ADDR6], [HOST_ADDR, HOST_ADDR6]))
+            .unwrap();
         for ns in [&lab.c1, &lab.c2] {
+            // Dual-stack: IPv4 clients arrive as v4-mapped peers.
             let (tcp, udp) = ns
-                .run(|| (TcpListener::bind("0.0.0.0:80").unwrap(), UdpSocket::bind("0.0.0.0:80").unwrap()))
+                .run(|| {
+                    (
+                        TcpListener::bind("[::]:80").unwrap(),
+                        UdpSocket::bind("[::]:80").unwrap(),
+                    )
+                })
                 .unwrap();
             serve_tcp(tcp);
             serve_udp(udp);
@@ -121,7 +156,7 @@ impl Lab {
     pub fn target(&self) -> Target {
         Target {
             container_id: "pier-test-c1".into(),
-            addresses: vec![ip(C1)],
+            addresses: vec![ip(C1), ip(C1_6)],
             bridge: Some("pier-test-br".into()),
         }
     }
@@ -141,33 +176,57 @@ fn wire_host(lab: &Lab) {
     nl.create_bridge("pier-test-br").unwrap();
     let bridge = index(&mut nl, "pier-test-br");
     nl.add_address(bridge, ip("198.18.2.1"), 24).unwrap();
+    nl.add_address(bridge, ip("2001:2:0:2::1"), 64).unwrap();
     nl.set_up(bridge, true).unwrap();
     for (port, ns) in [("pier-test-c1", &lab.c1), ("pier-test-c2", &lab.c2)] {
         nl.create_veth(port, "eth0", Some(ns.fd())).unwrap();
         let veth = index(&mut nl, port);
         nl.set_master(veth, bridge).unwrap();
         nl.set_up(veth, true).unwrap();
-        let args = ["link", "set", "dev", port, "type", "bridge_slave", "hairpin", "on"];
+        let args = [
+            "link",
+            "set",
+            "dev",
+            port,
+            "type",
+            "bridge_slave",
+            "hairpin",
+            "on",
+        ];
         assert!(Command::new("ip").args(args).status().unwrap().success());
     }
-    nl.create_veth("pier-test-r", "eth0", Some(lab.remote.fd())).unwrap();
+    nl.create_veth("pier-test-r", "eth0", Some(lab.remote.fd()))
+        .unwrap();
     let uplink = index(&mut nl, "pier-test-r");
     nl.add_address(uplink, ip(HOST_ADDR), 24).unwrap();
     nl.add_address(uplink, ip(OTHER_HOST_ADDR), 24).unwrap();
+    nl.add_address(uplink, ip(HOST_ADDR6), 64).unwrap();
     nl.set_up(uplink, true).unwrap();
     let lo = index(&mut nl, "lo");
     nl.set_up(lo, true).unwrap();
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1\n").unwrap();
+    std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1\n").unwrap();
 }
 
-fn inside(addr: &str, gateway: &str) {
+/// IPv6 addresses usable at once (no duplicate address detection) in this namespace's links.
+fn no_dad() {
+    for conf in ["all", "default"] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/accept_dad"), "0\n").unwrap();
+    }
+}
+
+/// `eth0` with an IPv4 /24 and an IPv6 /64, and default routes via the gateways.
+fn inside(addrs: [&str; 2], gateways: [&str; 2]) {
     let mut nl = Netlink::open().unwrap();
     let lo = index(&mut nl, "lo");
     nl.set_up(lo, true).unwrap();
     let eth0 = index(&mut nl, "eth0");
-    nl.add_address(eth0, ip(addr), 24).unwrap();
+    nl.add_address(eth0, ip(addrs[0]), 24).unwrap();
+    nl.add_address(eth0, ip(addrs[1]), 64).unwrap();
     nl.set_up(eth0, true).unwrap();
-    nl.add_route(&Route::default_via(ip(gateway))).unwrap();
+    for gateway in gateways {
+        nl.add_route(&Route::default_via(ip(gateway))).unwrap();
+    }
 }
 
 /// TCP echo: `PEER a:p\n`, then by the client's first byte: `E` echoes until EOF and sends
@@ -194,7 +253,11 @@ fn handle_tcp(mut conn: TcpStream) -> std::io::Result<()> {
             poll(&mut fds, PollTimeout::from(5000u16))?;
             let mut byte = [0u8; 1];
             let n = recv(conn.as_raw_fd(), &mut byte, MsgFlags::MSG_OOB)?;
-            let text = if n == 1 { format!("URG {}\n", byte[0] as char) } else { "URG none\n".into() };
+            let text = if n == 1 {
+                format!("URG {}\n", byte[0] as char)
+            } else {
+                "URG none\n".into()
+            };
             conn.write_all(text.as_bytes())
         }
         _ => {
@@ -242,7 +305,8 @@ pub fn with_engine<R>(
                     let engine = match select(mode, &lab.settings) {
                         Ok(e) => e,
                         Err(e) => {
-                            let _ = out_tx.send(mappings.iter().map(|_| Err(e.to_string())).collect());
+                            let _ =
+                                out_tx.send(mappings.iter().map(|_| Err(e.to_string())).collect());
                             let _ = done_tx.send(Ok(()));
                             return;
                         }
@@ -250,13 +314,20 @@ pub fn with_engine<R>(
                     let outcomes: Vec<_> = mappings
                         .iter()
                         .map(|m| {
-                            let (published, entries) =
-                                engine.plan(&target, std::slice::from_ref(m)).map_err(|e| e.to_string())?;
-                            let made = engine.apply_recorded(&target, &entries).map_err(|e| e.to_string())?;
+                            let (published, entries) = engine
+                                .plan(&target, std::slice::from_ref(m))
+                                .map_err(|e| e.to_string())?;
+                            let made = engine
+                                .apply_recorded(&target, &entries)
+                                .map_err(|e| e.to_string())?;
                             Ok((published, made))
                         })
                         .collect();
-                    let all: Vec<Entry> = outcomes.iter().flatten().flat_map(|(_, e)| e.clone()).collect();
+                    let all: Vec<Entry> = outcomes
+                        .iter()
+                        .flatten()
+                        .flat_map(|(_, e)| e.clone())
+                        .collect();
                     let _ = out_tx.send(outcomes);
                     let _ = down_rx.recv();
                     let removed = engine
@@ -283,7 +354,11 @@ pub enum Client {
     Host127,
     Host6,
     HostAddr,
+    /// The host dialling its IPv6 address.
+    HostAddr6,
     Remote,
+    /// The remote client over IPv6.
+    Remote6,
     /// c1 to its own published port.
     Own,
     /// c2 to c1's published port.
@@ -291,13 +366,21 @@ pub enum Client {
 }
 
 impl Client {
-    pub const ALL: [Client; 6] =
-        [Client::Host127, Client::Host6, Client::HostAddr, Client::Remote, Client::Own, Client::Other];
+    pub const ALL: [Client; 8] = [
+        Client::Host127,
+        Client::Host6,
+        Client::HostAddr,
+        Client::HostAddr6,
+        Client::Remote,
+        Client::Remote6,
+        Client::Own,
+        Client::Other,
+    ];
 
     fn netns<'a>(&self, lab: &'a Lab) -> &'a NetNs {
         match self {
-            Client::Host127 | Client::Host6 | Client::HostAddr => &lab.host,
-            Client::Remote => &lab.remote,
+            Client::Host127 | Client::Host6 | Client::HostAddr | Client::HostAddr6 => &lab.host,
+            Client::Remote | Client::Remote6 => &lab.remote,
             Client::Own => &lab.c1,
             Client::Other => &lab.c2,
         }
@@ -308,6 +391,7 @@ impl Client {
         match self {
             Client::Host127 => SocketAddr::new(ip("127.0.0.1"), port),
             Client::Host6 => SocketAddr::new(ip("::1"), port),
+            Client::HostAddr6 | Client::Remote6 => SocketAddr::new(ip(HOST_ADDR6), port),
             _ => SocketAddr::new(ip(HOST_ADDR), port),
         }
     }
@@ -318,7 +402,9 @@ impl Client {
 pub enum Report {
     Unreachable,
     /// Reached: the peer address the server saw.
-    Ok { seen: IpAddr },
+    Ok {
+        seen: IpAddr,
+    },
     Failed(String),
 }
 
@@ -329,7 +415,12 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
         .netns(lab)
         .run(|| {
             Command::new(&exe)
-                .args(["--exact", "client_process", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "client_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env("PIER_TEST_CLIENT", format!("{proto} {to}"))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -338,16 +429,21 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
                 .unwrap()
         })
         .unwrap();
-    if client != Client::Remote {
+    if !matches!(client, Client::Remote | Client::Remote6) {
         std::fs::write(lab.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
     }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let output = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().find_map(|l| l.split_once("RESULT ").map(|(_, r)| r)).unwrap_or("fail no result");
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .unwrap_or("fail no result");
     match line.split_once(' ').unwrap_or((line, "")) {
         ("unreachable", _) => Report::Unreachable,
-        ("ok", seen) => Report::Ok { seen: seen.parse().unwrap() },
+        ("ok", seen) => Report::Ok {
+            seen: seen.parse().unwrap(),
+        },
         (_, why) => Report::Failed(why.to_string()),
     }
 }
@@ -372,13 +468,15 @@ pub fn client_main(spec: &str) {
 
 fn peer_line(reader: &mut impl BufRead) -> Result<IpAddr, String> {
     let mut line = String::new();
-    reader.read_line(&mut line).map_err(|e| format!("reading PEER: {e}"))?;
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("reading PEER: {e}"))?;
     let addr: SocketAddr = line
         .trim()
         .strip_prefix("PEER ")
         .and_then(|a| a.parse().ok())
         .ok_or(format!("bad PEER line {line:?}"))?;
-    Ok(addr.ip())
+    Ok(addr.ip().to_canonical())
 }
 
 /// 1 MiB echo with a half-close, the server's `BYE` after it, then one urgent byte.
@@ -390,7 +488,8 @@ fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
     if shown != to {
         return Err(format!("getpeername shows {shown}, dialled {to}"));
     }
-    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
     let seen = peer_line(&mut reader)?;
     let data: Vec<u8> = (0..ECHO_BYTES).map(|i| (i * 7 + i / 251) as u8).collect();
@@ -402,13 +501,17 @@ fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
         writer.shutdown(std::net::Shutdown::Write)
     });
     let mut back = vec![0u8; ECHO_BYTES];
-    reader.read_exact(&mut back).map_err(|e| format!("echo: {e}"))?;
+    reader
+        .read_exact(&mut back)
+        .map_err(|e| format!("echo: {e}"))?;
     feeder.join().unwrap().map_err(|e| format!("send: {e}"))?;
     if checksum(&back) != checksum(&data) {
         return Err("echo checksum differs".into());
     }
     let mut rest = String::new();
-    reader.read_to_string(&mut rest).map_err(|e| format!("after half-close: {e}"))?;
+    reader
+        .read_to_string(&mut rest)
+        .map_err(|e| format!("after half-close: {e}"))?;
     if rest != "BYE\n" {
         return Err(format!("after half-close got {rest:?}, not BYE"));
     }
@@ -417,14 +520,18 @@ fn tcp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
 }
 
 fn urgent(to: SocketAddr) -> Result<(), String> {
-    let conn = TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("urgent connect: {e}"))?;
-    conn.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let conn =
+        TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("urgent connect: {e}"))?;
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
     peer_line(&mut reader)?;
     (&conn).write_all(b"U").map_err(|e| e.to_string())?;
     send(conn.as_raw_fd(), b"!", MsgFlags::MSG_OOB).map_err(|e| format!("send OOB: {e}"))?;
     let mut line = String::new();
-    reader.read_line(&mut line).map_err(|e| format!("urgent answer: {e}"))?;
+    reader
+        .read_line(&mut line)
+        .map_err(|e| format!("urgent answer: {e}"))?;
     match line.as_str() {
         "URG !\n" => Ok(()),
         other => Err(format!("urgent byte not delivered as urgent: {other:?}")),
@@ -436,7 +543,8 @@ fn udp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
     let any = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
     let sock = UdpSocket::bind(any).map_err(|e| e.to_string())?;
     sock.connect(to).map_err(|e| format!("connect: {e}"))?;
-    sock.set_read_timeout(Some(TIMEOUT)).map_err(|e| e.to_string())?;
+    sock.set_read_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
     let mut seen = None;
     let mut buf = vec![0u8; 4096];
     for seq in 0..16u8 {
@@ -461,6 +569,7 @@ fn udp_client(to: SocketAddr) -> Result<Option<IpAddr>, String> {
 
 /// FNV-1a, enough to tell two buffers apart.
 fn checksum(data: &[u8]) -> u64 {
-    data.iter()
-        .fold(0xcbf29ce484222325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
+    data.iter().fold(0xcbf29ce484222325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
 }
