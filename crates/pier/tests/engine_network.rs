@@ -199,6 +199,45 @@ fn published_port_is_reached_from_the_internet() {
     assert!(page.contains("pier-published"), "{page}");
 }
 
+#[test]
+fn proxy_publish_on_a_picked_loopback_port() {
+    if !require_root("proxy_publish_on_a_picked_loopback_port") {
+        return;
+    }
+    let host = Host::new("proxy");
+    let name = unique("web");
+    let serve = "mkdir -p /tmp/www && echo pier-proxied > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
+    host.start(
+        &name,
+        &["-p", "127.0.0.1::80", "--publish-mode", "proxy"],
+        &["sh", "-c", serve],
+    );
+    let line = host.ok(&["port", &name]);
+    let port: u16 = line
+        .trim()
+        .strip_prefix("80/tcp -> 127.0.0.1:")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("pier port: {line:?}"));
+    let page = host.netns.within(|| {
+        (0..100).find_map(|_| {
+            let answer = http_get("127.0.0.1", port);
+            if answer.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            answer
+        })
+    });
+    assert!(
+        page.is_some_and(|p| p.contains("pier-proxied")),
+        "127.0.0.1:{port} never served the page"
+    );
+    host.ok(&["rm", "-f", &name]);
+    let after = host
+        .netns
+        .within(|| TcpStream::connect(("127.0.0.1", port)).is_err());
+    assert!(after, "the proxy still listens on {port} after rm");
+}
+
 /// `GET /` over HTTP/1.0; the whole answer, or None when the connection fails.
 fn http_get(address: &str, port: u16) -> Option<String> {
     let mut stream = TcpStream::connect((address, port)).ok()?;

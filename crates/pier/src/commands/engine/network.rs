@@ -11,7 +11,12 @@ use std::net::IpAddr;
 
 /// `pier network` and its verbs.
 #[derive(clap::Args, Debug)]
-#[command(about = "Manage networks (bridge, macvlan, ipvlan)")]
+#[command(
+    about = "Manage networks (bridge, macvlan, ipvlan)",
+    after_help = "Examples:\n  pier network create --subnet 198.18.5.0/24 backend\n  \
+pier run -d --network backend --name db host sleep infinity\n  pier network ls\n  \
+pier network inspect backend\n  pier rm -f db; pier network rm backend"
+)]
 pub struct Args {
     #[command(subcommand)]
     verb: Verb,
