@@ -34,7 +34,7 @@ fn help_teaches_both_command_lines() {
         "-h, --hostname",
         "--security-opt",
         "--ulimit",
-        "Examples:",
+        "Example:",
     ] {
         assert!(
             run.contains(needle),

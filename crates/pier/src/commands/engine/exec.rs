@@ -5,7 +5,7 @@ use pier_engine::engine::{Engine, ExecArgs};
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Run a command in a running container",
-    after_help = "Examples:\n  pier exec web cat /etc/hosts\n  pier exec -it web sh\n  \
+    after_help = "Example:\n  pier exec web cat /etc/hosts\n  pier exec -it web sh\n  \
 pier exec -e DEBUG=1 -u 1000 -w /tmp web env"
 )]
 pub struct Args {

@@ -5,7 +5,7 @@ use pier_engine::engine::Engine;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Show containers' records as JSON",
-    after_help = "Examples:\n  pier inspect web\n  pier inspect web db | jq '.[].Id'"
+    after_help = "Example:\n  pier inspect web\n  pier inspect web db | jq '.[].Id'"
 )]
 pub struct Args {
     /// Container names or ids

@@ -8,7 +8,7 @@ use crate::commands::kill::parse_signal;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Send a signal to containers (default KILL)",
-    after_help = "Examples:\n  pier kill web\n  pier kill -s HUP web\n  pier kill --signal=USR1 web db"
+    after_help = "Example:\n  pier kill web\n  pier kill -s HUP web\n  pier kill --signal=USR1 web db"
 )]
 pub struct Args {
     /// Signal: a number or a name with or without SIG

@@ -5,7 +5,7 @@ use pier_engine::engine::Engine;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Print a container's output",
-    after_help = "Examples:\n  pier logs web\n  pier logs -f --tail 20 web"
+    after_help = "Example:\n  pier logs web\n  pier logs -f --tail 20 web"
 )]
 pub struct Args {
     /// Keep printing new output until the container exits

@@ -33,30 +33,47 @@ use std::path::PathBuf;
 /// Docker's exit code for a failure of the engine itself (not of the container's program).
 pub const ENGINE_FAILED: i32 = 125;
 
-const AFTER_HELP: &str = "\
-Examples (as root; `host` is a built-in root made of the host's own system directories):
+const EXAMPLES: &str = "\
+Example (as root; `host` is a built-in root made of the host's own system directories):
   pier run --rm host echo hello
   pier run -d --name web -p 8080:80 host busybox httpd -f -p 80
   pier ps; pier logs -f web; pier exec -it web sh; pier stop web; pier rm web
   pier network create --subnet 198.18.5.0/24 backend
-  pier run -d --network backend --ip 198.18.5.10 --name db ./rootfs /bin/db
+  pier run -d --network backend --ip 198.18.5.10 --name db ./rootfs /bin/db";
 
-pier is also an OCI runtime with runc's command line (create, start, state, delete, kill, exec,
-ps, run, list, pause, resume, update, spec, features; see `pier create --help`), which Docker,
-containerd and Podman call as they call runc. run, ps, exec and kill exist in both; an invocation
-is runc's when a runc global flag (--root, --log, --log-format, --debug, --systemd-cgroup,
---cgroup-manager) precedes the verb, or when its arguments have runc's shape: a flag only runc's
-verb has (run -b/--bundle, --pid-file, --console-socket, --no-pivot; exec --process/-p, --cwd,
---preserve-fds; kill --all), `kill ID SIGNAL`, `ps ID`, or `run ID` where ./config.json exists.
-Everything else is the engine's.";
+const DIALECT_RULE: &str = "\
+run, ps, exec and kill exist in both; an invocation is runc's when a runc global flag (--root,
+--log, --log-format, --debug, --systemd-cgroup, --cgroup-manager) precedes the verb, or when its
+arguments have runc's shape: a flag only runc's verb has (run -b/--bundle, --pid-file,
+--console-socket, --no-pivot; exec --process/-p, --cwd, --preserve-fds; kill --all),
+`kill ID SIGNAL`, `ps ID`, or `run ID` where ./config.json exists. Everything else is the
+engine's.";
+
+/// `pier --help`'s epilogue: examples, the runtime's own verbs (read off runc's tree, so the list
+/// stays complete) and the rule that tells the two command lines apart.
+fn after_help() -> String {
+    let engine = EngineCli::command();
+    let runtime_verbs: String = crate::commands::Cli::command()
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set() && engine.find_subcommand(c.get_name()).is_none())
+        .map(|c| {
+            let about = c.get_about().map(|a| a.to_string()).unwrap_or_default();
+            format!("\n  {:<10}{about}", c.get_name())
+        })
+        .collect();
+    format!(
+        "{EXAMPLES}\n\nRuntime commands: pier is also an OCI runtime with runc's command line, which \
+Docker, containerd and Podman call as they call runc (see `pier create --help`):{runtime_verbs}\n\n\
+{DIALECT_RULE}"
+    )
+}
 
 /// pier's container engine: Docker's everyday verbs without a daemon.
 #[derive(Parser, Debug)]
 #[command(
     name = "pier",
     disable_version_flag = true,
-    about = "Containers without a daemon: Docker's verbs, real networking, millisecond starts",
-    after_help = AFTER_HELP
+    about = "Containers without a daemon: Docker's verbs, real networking, millisecond starts"
 )]
 pub struct EngineCli {
     /// State directory: containers, networks, address leases, logs
@@ -86,7 +103,8 @@ enum Verb {
 
 /// Parses an engine command line and runs it; returns the exit code.
 pub fn main(args: Vec<std::ffi::OsString>) -> i32 {
-    let matches = match EngineCli::command().try_get_matches_from(args) {
+    let command = EngineCli::command().after_help(after_help());
+    let matches = match command.try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) => return clap_exit(e),
     };

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Manage networks (bridge, macvlan, ipvlan)",
-    after_help = "Examples:\n  pier network create --subnet 198.18.5.0/24 backend\n  \
+    after_help = "Example:\n  pier network create --subnet 198.18.5.0/24 backend\n  \
 pier run -d --network backend --name db host sleep infinity\n  pier network ls\n  \
 pier network inspect backend\n  pier rm -f db; pier network rm backend"
 )]
@@ -38,7 +38,7 @@ route and no other network uses. macvlan containers cannot reach the host throug
 (the kernel's rule); --host-shim adds a host-side macvlan so they can. This kernel may lack
 ipvlan: pier says so, and macvlan is the alternative.
 
-Examples:
+Example:
   pier network create --subnet 198.18.5.0/24 backend
   pier network create --ipv6 --subnet 198.18.6.0/24 --subnet6 2001:2:0:6::/64 dual
   pier network create -d macvlan --parent eth0 --subnet 192.168.1.0/24 --gateway 192.168.1.1 --host-shim lan";

@@ -6,7 +6,7 @@ use pier_engine::engine::{Engine, Summary};
 #[derive(clap::Args, Debug)]
 #[command(
     about = "List containers (running ones; -a for all)",
-    after_help = "Examples:\n  pier ps\n  pier ps -a --format json\n  pier rm $(pier ps -aq)"
+    after_help = "Example:\n  pier ps\n  pier ps -a --format json\n  pier rm $(pier ps -aq)"
 )]
 pub struct Args {
     /// Show every container, not only running ones

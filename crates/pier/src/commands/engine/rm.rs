@@ -5,7 +5,7 @@ use pier_engine::engine::Engine;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Remove containers and everything they own (network, leases, layers, log)",
-    after_help = "Examples:\n  pier rm web\n  pier rm -f web db\n  pier rm $(pier ps -aq)"
+    after_help = "Example:\n  pier rm web\n  pier rm -f web db\n  pier rm $(pier ps -aq)"
 )]
 pub struct Args {
     /// Kill a running container first

@@ -14,7 +14,7 @@ ROOTFS is `host` (the host's own system directories, read-only, with a private /
 /var/tmp and generated /etc/hosts, /etc/hostname, /etc/resolv.conf) or a directory, used
 read-only under an overlay so the container never changes it.
 
-Examples:
+Example:
   pier run --rm host echo hello
   pier run -d --name web -p 8080:80 host busybox httpd -f -p 80
   pier run --rm -it -v /srv/data:/data:ro --network none host sh

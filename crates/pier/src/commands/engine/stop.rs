@@ -6,7 +6,7 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 #[command(
     about = "Stop containers: SIGTERM, then SIGKILL after the grace period",
-    after_help = "Examples:\n  pier stop web\n  pier stop -t 1 web db"
+    after_help = "Example:\n  pier stop web\n  pier stop -t 1 web db"
 )]
 pub struct Args {
     /// Seconds to wait before SIGKILL
