@@ -49,11 +49,11 @@ arguments have runc's shape: a flag only runc's verb has (run -b/--bundle, --pid
 `kill ID SIGNAL`, `ps ID`, or `run ID` where ./config.json exists. Everything else is the
 engine's.";
 
-/// `pier --help`'s epilogue: examples, the runtime's own verbs (read off runc's tree, so the list
-/// stays complete) and the rule that tells the two command lines apart.
+/// `pier --help`'s epilogue: examples, the other tree's verbs (read off it, so the list stays
+/// complete) and the rule that tells the two command lines apart.
 fn after_help() -> String {
     let engine = EngineCli::command();
-    let runtime_verbs: String = crate::commands::Cli::command()
+    let other_verbs: String = crate::commands::Cli::command()
         .get_subcommands()
         .filter(|c| !c.is_hide_set() && engine.find_subcommand(c.get_name()).is_none())
         .map(|c| {
@@ -62,9 +62,9 @@ fn after_help() -> String {
         })
         .collect();
     format!(
-        "{EXAMPLES}\n\nRuntime commands: pier is also an OCI runtime with runc's command line, which \
-Docker, containerd and Podman call as they call runc (see `pier create --help`):{runtime_verbs}\n\n\
-{DIALECT_RULE}"
+        "{EXAMPLES}\n\nMore commands: pier is also an OCI runtime with runc's command line, which \
+Docker, containerd and Podman call as they call runc (create … update; see `pier create --help`), \
+a benchmark and a docker-proxy:{other_verbs}\n\n{DIALECT_RULE}"
     )
 }
 
