@@ -9,13 +9,15 @@
 //! 1. a runc global flag before the verb (`--root`, `--log`, `--log-format`, `--debug`,
 //!    `--systemd-cgroup`, `--cgroup-manager`, `--criu`, `--rootless`, `--version`): runc.
 //!    containerd's shim and dockerd always pass some.
-//! 2. a verb only one tree has: that tree (create, start, delete, state, list, … are runc's;
-//!    logs, stop, rm, inspect, wait, port, network, gc are the engine's; an unknown verb goes
-//!    to the engine, whose error lists the verbs).
+//! 2. a verb only one tree has: that tree (create, start, delete, state, list, … are runc's, and
+//!    so are runc verbs pier lacks — events, checkpoint, restore — so the error is runc's; logs,
+//!    stop, rm, inspect, wait, port, network, gc are the engine's; an unknown verb goes to the
+//!    engine, whose error lists the verbs).
 //! 3. run, ps, exec, kill: runc when the arguments have runc's shape, else the engine:
 //!    - a flag that only runc's form of the verb has, read off the two clap trees (`run -b`,
 //!      `--pid-file`, `--console-socket`, `--no-pivot`; `exec --process/-p`, `--cwd`,
-//!      `--preserve-fds`; `kill --all`), which is how Podman calls create-less verbs;
+//!      `--preserve-fds`; `kill --all`): Podman passes no global flags, but always such a flag
+//!      to exec;
 //!    - `kill ID SIGNAL`: a second operand that parses as a signal (Podman: `kill ID 9`);
 //!    - `ps ID`: any operand (engine `ps` takes none);
 //!    - `run ID`: exactly one operand while `./config.json` exists (runc's default bundle).
@@ -47,7 +49,7 @@ const RUNC_GLOBAL_SWITCHES: &[&str] = &["--debug", "--systemd-cgroup", "--versio
 /// The engine's global flags (all take a value).
 const ENGINE_GLOBAL_VALUES: &[&str] = &["--state-dir"];
 /// runc verbs pier does not implement: runc's tree reports them as such.
-const RUNC_VERBS_NOT_IN_PIER: &[&str] = &["events", "checkpoint", "restore", "exec-fifo"];
+const RUNC_VERBS_NOT_IN_PIER: &[&str] = &["events", "checkpoint", "restore"];
 
 /// Decides the dialect of `args` (the arguments after the program name).
 pub fn dialect(args: &[String], config_json_here: bool) -> Dialect {
@@ -184,7 +186,6 @@ fn find<'a>(flags: &'a [Arg], name: &str) -> Option<&'a Arg> {
             .into_iter();
         match name.len() {
             1 => shorts.any(|s| name.starts_with(s)),
-            0 => false,
             _ => longs.any(|l| l == name),
         }
     })
