@@ -233,6 +233,7 @@ fn publish_nat_reaches_container(paths: &Paths) {
     let host_port: u16 = ports[0].rsplit(':').next().unwrap().parse().expect("port");
     let inspect = engine.inspect(&id).expect("inspect");
     let gateway = inspect["Record"]["attachments"][0]["gateways"][0].as_str().unwrap().to_owned();
+    assert!(dnat_elements().contains(&host_port.to_string()), "{}", dnat_elements());
     let reply = fetch(&format!("{gateway}:{host_port}"));
     assert_eq!(reply.trim(), &id[..12]);
     engine.rm(&id, true).expect("rm -f");
@@ -269,7 +270,9 @@ fn crash_points_leave_nothing(paths: &Paths) {
             .status()
             .expect("child");
         let engine = Engine::open(paths.clone()).expect("open");
-        // The monitor may still be finishing after the front crashed: stop waits for it.
+        if *point == "run:front-forked" {
+            await_running(&engine);
+        }
         for summary in engine.ps(true).expect("ps") {
             match engine.rm(&summary.id, true) {
                 Ok(_) | Err(EngineError::NoSuchContainer(_)) => {}
@@ -282,6 +285,18 @@ fn crash_points_leave_nothing(paths: &Paths) {
     }
 }
 
+/// The front crashed but its monitor goes on starting the container: wait until it runs.
+fn await_running(engine: &Engine) {
+    for _ in 0..500 {
+        let ps = engine.ps(false).expect("ps");
+        if !ps.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the monitor never started the container after its front crashed");
+}
+
 /// In the child: a detached run, then for stop and rm points the verb that crashes (the
 /// crash variable only matches the points of its own verb).
 fn child_run(state: &str, rest: &[String]) {
@@ -289,7 +304,15 @@ fn child_run(state: &str, rest: &[String]) {
         state_dir: state.into(),
     };
     let engine = Engine::open(paths).expect("open");
-    let Ok(RunOutcome::Detached { id }) = engine.run(config(true, "bridge", &["sleep", "100"]))
+    let args = RunArgs {
+        detach: true,
+        publish: vec!["80".into()],
+        publish_mode: Some("nat".into()),
+        rootfs: "host".into(),
+        command: vec!["sleep".into(), "100".into()],
+        ..RunArgs::default()
+    };
+    let Ok(RunOutcome::Detached { id }) = engine.run(RunConfig::parse(&args).expect("config"))
     else {
         return;
     };
@@ -312,6 +335,8 @@ fn assert_clean_at(paths: &Paths, when: &str) {
     let links = Command::new("ip").args(["-o", "link"]).output().expect("ip link");
     let links = String::from_utf8_lossy(&links.stdout).into_owned();
     assert!(!links.contains("veth"), "{when}: links left: {links}");
+    let nft = dnat_elements();
+    assert!(!nft.contains("elements"), "{when}: published ports left: {nft}");
     let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let state = paths.state_dir.display().to_string();
     assert!(!mounts.contains(&state), "{when}: mounts left under {state}");
@@ -320,6 +345,12 @@ fn assert_clean_at(paths: &Paths, when: &str) {
         let text = fs::read_to_string(lease.path()).unwrap_or_default();
         assert!(!has_id(&text), "{when}: leases left in {}: {text}", lease.path().display());
     }
+}
+
+/// The nat engine's map of published ports (any host address), as nft lists it.
+fn dnat_elements() -> String {
+    let nft = Command::new("nft").args(["list", "map", "inet", "pier", "pier_dnat4_any"]).output();
+    nft.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
 }
 
 /// True when `text` holds a 64-hex-digit container id.

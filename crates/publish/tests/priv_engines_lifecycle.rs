@@ -9,12 +9,15 @@
 //! Needs root, cgroup2, nft and (for the proxy cases) the pier binary.
 mod priv_engines_support;
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 
 use pier_net::nft::Table;
 use pier_publish::engine::{select, Entry, Mode, PublishError};
 use pier_publish::PortMapping;
-use priv_engines_support::{pier_binary, privileged, Lab, HOST_ADDR, OTHER_HOST_ADDR};
+use priv_engines_support::{
+    pier_binary, privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR,
+    OTHER_HOST_ADDR,
+};
 
 /// Not a test: the body of the client processes (unused here, shared support).
 #[test]
@@ -326,4 +329,35 @@ fn pins_made_for_another_network_namespace_are_refused() {
         .run(|| select(Mode::Ebpf, &lab.settings).map(drop))
         .unwrap()
         .unwrap();
+}
+
+#[test]
+fn an_ebpf_published_port_stays_reserved_on_the_host() {
+    if !privileged("reserved") {
+        return;
+    }
+    let lab = Lab::new("reserved");
+    let wildcard: SocketAddr = "0.0.0.0:19400".parse().unwrap();
+    let before = run_client(&lab, Client::Host127, "bind", wildcard);
+    assert_eq!(
+        before,
+        Report::Ok {
+            seen: wildcard.ip()
+        }
+    );
+    with_engine(&lab, Mode::Ebpf, &specs(&["19400:80"]), |outcomes| {
+        assert!(outcomes[0].is_ok(), "{outcomes:?}");
+        assert_eq!(
+            run_client(&lab, Client::Host127, "bind", wildcard),
+            Report::Refused
+        );
+        let in_container = run_client(&lab, Client::Own, "bind", wildcard);
+        assert_eq!(
+            in_container,
+            Report::Ok {
+                seen: wildcard.ip()
+            },
+            "a container's own port"
+        );
+    });
 }

@@ -401,6 +401,8 @@ impl Client {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     Unreachable,
+    /// A `bind` client was refused (EPERM): the port is reserved.
+    Refused,
     /// Reached: the peer address the server saw.
     Ok {
         seen: IpAddr,
@@ -408,7 +410,8 @@ pub enum Report {
     Failed(String),
 }
 
-/// Runs a client process for `proto` (`tcp`/`udp`) to `to` in `client`'s namespace.
+/// Runs a client process for `proto` (`tcp`/`udp`, or `bind` to try binding `to`) to `to` in
+/// `client`'s namespace.
 pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Report {
     let exe = std::env::current_exe().unwrap();
     let mut child = client
@@ -441,6 +444,7 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
         .unwrap_or("fail no result");
     match line.split_once(' ').unwrap_or((line, "")) {
         ("unreachable", _) => Report::Unreachable,
+        ("refused", _) => Report::Refused,
         ("ok", seen) => Report::Ok {
             seen: seen.parse().unwrap(),
         },
@@ -457,6 +461,14 @@ pub fn client_main(spec: &str) {
     let to: SocketAddr = to.parse().unwrap();
     let result = match proto {
         "tcp" => tcp_client(to),
+        "bind" => {
+            match TcpListener::bind(to) {
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => println!("RESULT refused"),
+                Err(e) => println!("RESULT fail bind: {e}"),
+                Ok(_) => println!("RESULT ok {}", to.ip()),
+            }
+            return;
+        }
         _ => udp_client(to),
     };
     match result {
