@@ -1,6 +1,7 @@
-//! `pier ps`: the engine's containers, as a table or one JSON object per line (Docker's
-//! `--format json`).
+//! `pier ps`: the engine's containers, as a table (creation time as an age, "5 minutes ago")
+//! or one JSON object per line (Docker's `--format json`, times as recorded: RFC 3339).
 use pier_engine::engine::{Engine, Summary};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Flags of `ps`.
 #[derive(clap::Args, Debug)]
@@ -33,7 +34,7 @@ pub fn run(args: Args, engine: &Engine) -> anyhow::Result<i32> {
     } else if args.format == "json" {
         json_lines(&containers)?
     } else {
-        table(&containers, args.no_trunc)
+        table(&containers, args.no_trunc, SystemTime::now())
     };
     print!("{text}");
     Ok(0)
@@ -67,7 +68,7 @@ fn command(command: &str, no_trunc: bool) -> String {
 }
 
 /// Columns padded to their widest cell, separated by three spaces.
-fn table(containers: &[Summary], no_trunc: bool) -> String {
+fn table(containers: &[Summary], no_trunc: bool, now: SystemTime) -> String {
     let header = [
         "CONTAINER ID",
         "NAME",
@@ -85,7 +86,7 @@ fn table(containers: &[Summary], no_trunc: bool) -> String {
             c.name.clone(),
             c.rootfs.clone(),
             command(&c.command, no_trunc),
-            c.created.clone(),
+            age(&c.created, now),
             c.status.clone(),
             c.ports.clone(),
             c.networks.clone(),
@@ -112,6 +113,40 @@ fn table(containers: &[Summary], no_trunc: bool) -> String {
     text
 }
 
+/// An RFC 3339 UTC time (`2026-11-21T08:00:00.123Z`) as its age at `now`, in Docker's words;
+/// the text itself when it does not parse.
+fn age(created: &str, now: SystemTime) -> String {
+    let Some(then) = unix_seconds(created) else {
+        return created.to_string();
+    };
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let secs = (now - then).max(0);
+    let (n, unit) = match secs {
+        0..60 => (secs, "second"),
+        60..3_600 => (secs / 60, "minute"),
+        3_600..86_400 => (secs / 3_600, "hour"),
+        _ => (secs / 86_400, "day"),
+    };
+    let plural = if n == 1 { "" } else { "s" };
+    format!("{n} {unit}{plural} ago")
+}
+
+/// Seconds since the epoch of `YYYY-MM-DDTHH:MM:SS…Z` (H. Hinnant's days-from-civil).
+fn unix_seconds(text: &str) -> Option<i64> {
+    let field = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (y, m, d) = (field(0..4)?, field(5..7)?, field(8..10)?);
+    let (hh, mm, ss) = (field(11..13)?, field(14..16)?, field(17..19)?);
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3_600 + mm * 60 + ss)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,24 +157,47 @@ mod tests {
             name: "web".into(),
             rootfs: "host".into(),
             command: command.to_string(),
-            created: "2026-11-21T08:00:00Z".into(),
+            created: "2026-11-21T08:00:00.5Z".into(),
             status: "running".into(),
             ports: "0.0.0.0:8080->80/tcp".into(),
             networks: "bridge".into(),
         }
     }
 
+    fn at(unix: u64) -> SystemTime {
+        UNIX_EPOCH + std::time::Duration::from_secs(unix)
+    }
+
+    #[test]
+    fn creation_times_read_as_ages() {
+        // 2026-11-21T08:00:00Z is 1_795_248_000 seconds after the epoch.
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_seconds("2000-03-01T00:00:01.5Z"), Some(951_868_801));
+        assert_eq!(
+            unix_seconds("2026-11-21T08:00:00.123456789Z"),
+            Some(1_795_248_000)
+        );
+        let created = "2026-11-21T08:00:00Z";
+        assert_eq!(age(created, at(1_795_248_001)), "1 second ago");
+        assert_eq!(age(created, at(1_795_248_000 + 150)), "2 minutes ago");
+        assert_eq!(age(created, at(1_795_248_000 + 7_200)), "2 hours ago");
+        assert_eq!(age(created, at(1_795_248_000 + 86_400)), "1 day ago");
+        assert_eq!(age("yesterday", at(0)), "yesterday");
+    }
+
     #[test]
     fn table_aligns_columns_and_truncates() {
         let id = "0123456789abcdef0123";
-        let text = table(&[summary(id, "busybox httpd -f -p 80 -h /www")], false);
+        let now = at(1_795_248_005);
+        let text = table(&[summary(id, "busybox httpd -f -p 80 -h /www")], false, now);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);
         assert!(lines[1].starts_with("0123456789ab   web "), "{text}");
         assert!(!lines[1].contains(id), "{text}");
         assert!(lines[1].contains("\"busybox httpd -f -p…\""), "{text}");
         assert_eq!(lines[0].find("NAME"), lines[1].find("web"));
-        let full = table(&[summary(id, "x")], true);
+        assert!(lines[1].contains("5 seconds ago"), "{text}");
+        let full = table(&[summary(id, "x")], true, now);
         assert!(full.contains(id));
     }
 
