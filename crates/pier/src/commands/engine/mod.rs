@@ -6,7 +6,8 @@
 //! one global flag, `--state-dir` (env `PIER_STATE_DIR`, default `/var/lib/pier`), and one module
 //! per verb that turns its flags into pier-engine's types and calls one `Engine` method. Exit
 //! codes follow Docker: 125 when pier itself fails (also for a command line clap refuses), the
-//! container's or process's own code otherwise (`run` in the foreground, `exec`).
+//! container's or process's own code otherwise (`run` in the foreground, `exec`). Warnings are
+//! `pier: warning: …` lines (`warnings.rs`; `PIER_DEBUG=1` shows everything).
 //!
 //! Tests: unit tests beside each verb and in `dialect.rs`; black-box tests of the binary in
 //! `crates/pier/tests/engine_*.rs`.
@@ -24,6 +25,7 @@ mod rm;
 mod run;
 mod stop;
 mod wait;
+mod warnings;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use pier_engine::engine::Engine;
@@ -112,10 +114,7 @@ pub fn main(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
-    if let Err(e) = crate::logging::init(None, crate::logging::LogFormat::Text, false) {
-        eprintln!("pier: cannot set up logging: {e}");
-        return ENGINE_FAILED;
-    }
+    warnings::init();
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
