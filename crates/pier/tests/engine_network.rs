@@ -1,0 +1,402 @@
+//! Black-box tests of the engine's networks: 50 containers started at once on one network get
+//! unique addresses and reach each other, and not across networks; egress through masquerade to
+//! a server in a separate namespace standing in for the internet; a published port reached from
+//! there; `--network none|host|container:` and static addresses; macvlan with a host shim;
+//! ipvlan refused on this kernel; `pier network create|ls|inspect|rm`.
+//! Each test runs pier in its own network namespace and state directory (engine_support).
+mod engine_support;
+
+use engine_support::{describe, require_root, unique, Host, Netns};
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+
+/// A namespace standing in for the internet, wired to the test host by a veth pair:
+/// host 198.19.254.1/24, internet 198.19.254.2/24, the host's default route via the latter.
+struct Internet {
+    netns: Netns,
+}
+
+const HOST_SIDE: &str = "198.19.254.1";
+const INTERNET_SIDE: &str = "198.19.254.2";
+
+impl Internet {
+    fn wire(host: &Host) -> Internet {
+        let internet = Internet {
+            netns: Netns::new("inet"),
+        };
+        host.netns.ip(&[
+            "link",
+            "add",
+            "pier-test-up",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "pier-test-dn",
+            "netns",
+            &internet.netns.name,
+        ]);
+        host.netns.ip(&[
+            "addr",
+            "add",
+            &format!("{HOST_SIDE}/24"),
+            "dev",
+            "pier-test-up",
+        ]);
+        host.netns.ip(&["link", "set", "pier-test-up", "up"]);
+        host.netns
+            .ip(&["route", "add", "default", "via", INTERNET_SIDE]);
+        internet.netns.ip(&[
+            "addr",
+            "add",
+            &format!("{INTERNET_SIDE}/24"),
+            "dev",
+            "pier-test-dn",
+        ]);
+        internet.netns.ip(&["link", "set", "pier-test-dn", "up"]);
+        internet
+    }
+}
+
+/// Whether `from` (a container) gets an answer to one ping of `address`.
+fn pings(host: &Host, from: &str, address: &str) -> bool {
+    let out = host.run(&[
+        "exec", from, "busybox", "ping", "-c", "1", "-W", "2", address,
+    ]);
+    out.status.success()
+}
+
+#[test]
+fn fifty_containers_get_unique_addresses_and_reach_each_other() {
+    if !require_root("fifty_containers_get_unique_addresses_and_reach_each_other") {
+        return;
+    }
+    let host = Host::new("fifty");
+    let names: Vec<String> = (0..50).map(|i| unique(&format!("c{i}"))).collect();
+    std::thread::scope(|s| {
+        for name in &names {
+            let host = &host;
+            s.spawn(move || host.start(name, &[], &["sleep", "600"]));
+        }
+    });
+    let addresses: Vec<String> = names.iter().map(|n| host.address(n)).collect();
+    let unique_addresses: BTreeSet<&String> = addresses.iter().collect();
+    assert_eq!(
+        unique_addresses.len(),
+        50,
+        "duplicate addresses: {addresses:?}"
+    );
+    for (i, name) in names.iter().enumerate() {
+        let next = &addresses[(i + 1) % names.len()];
+        assert!(pings(&host, name, next), "{name} cannot reach {next}");
+    }
+    assert_eq!(host.ps_all().len(), 50);
+}
+
+#[test]
+fn networks_are_isolated_from_each_other() {
+    if !require_root("networks_are_isolated_from_each_other") {
+        return;
+    }
+    let host = Host::new("iso");
+    let (net_a, net_b) = (unique("na"), unique("nb"));
+    host.ok(&["network", "create", "--subnet", "198.18.210.0/24", &net_a]);
+    host.ok(&["network", "create", "--subnet", "198.18.211.0/24", &net_b]);
+    let (a1, a2, b1) = (unique("a1"), unique("a2"), unique("b1"));
+    host.start(&a1, &["--network", &net_a], &["sleep", "600"]);
+    host.start(&a2, &["--network", &net_a], &["sleep", "600"]);
+    host.start(&b1, &["--network", &net_b], &["sleep", "600"]);
+    let (addr_a2, addr_b1) = (host.address(&a2), host.address(&b1));
+    assert!(addr_a2.starts_with("198.18.210.") && addr_b1.starts_with("198.18.211."));
+    assert!(
+        pings(&host, &a1, &addr_a2),
+        "{a1} cannot reach {a2} on its own network"
+    );
+    assert!(
+        !pings(&host, &a1, &addr_b1),
+        "{a1} reaches {b1} across networks"
+    );
+    assert!(
+        !pings(&host, &b1, &addr_a2),
+        "{b1} reaches {a2} across networks"
+    );
+    host.fails_naming(&["network", "rm", &net_a], &net_a);
+    host.ok(&["rm", "-f", &a1, &a2]);
+    assert_eq!(host.ok(&["network", "rm", &net_a]).trim(), net_a);
+    let listed = host.ok(&["network", "ls", "-q"]);
+    assert!(
+        !listed.contains(&net_a) && listed.contains(&net_b),
+        "{listed}"
+    );
+}
+
+#[test]
+fn egress_is_masqueraded_to_the_internet() {
+    if !require_root("egress_is_masqueraded_to_the_internet") {
+        return;
+    }
+    let host = Host::new("egress");
+    let internet = Internet::wire(&host);
+    let listener = internet
+        .netns
+        .within(|| TcpListener::bind((INTERNET_SIDE, 80)).expect("binding the server"));
+    let server = std::thread::spawn(move || {
+        let (mut stream, peer) = listener.accept().expect("accepting the container");
+        let mut request = [0u8; 1024];
+        let _ = stream.read(&mut request).expect("reading the request");
+        let answer = "HTTP/1.0 200 OK\r\nContent-Length: 15\r\n\r\npier-egress-ok\n";
+        stream.write_all(answer.as_bytes()).expect("answering");
+        peer.ip().to_string()
+    });
+    let url = format!("http://{INTERNET_SIDE}/");
+    let out = host.run(&[
+        "run", "--rm", "host", "busybox", "wget", "-q", "-O", "-", &url,
+    ]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "pier-egress-ok\n");
+    assert_eq!(
+        server.join().expect("server thread"),
+        HOST_SIDE,
+        "egress was not masqueraded"
+    );
+}
+
+#[test]
+fn published_port_is_reached_from_the_internet() {
+    if !require_root("published_port_is_reached_from_the_internet") {
+        return;
+    }
+    let host = Host::new("pub");
+    let internet = Internet::wire(&host);
+    let name = unique("web");
+    let serve = "mkdir -p /tmp/www && echo pier-published > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
+    host.start(
+        &name,
+        &["-p", "8080:80", "--publish-mode", "nat"],
+        &["sh", "-c", serve],
+    );
+    assert_eq!(host.ok(&["port", &name]).trim(), "80/tcp -> 0.0.0.0:8080");
+    let ps = host.ps_all();
+    assert!(
+        ps[0]["ports"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("8080->80/tcp"),
+        "{ps:?}"
+    );
+    let page = internet.netns.within(|| {
+        (0..100)
+            .find_map(|_| {
+                let answer = http_get(HOST_SIDE, 8080);
+                if answer.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                answer
+            })
+            .expect("the published port never answered")
+    });
+    assert!(page.contains("pier-published"), "{page}");
+}
+
+#[test]
+fn proxy_publish_on_a_picked_loopback_port() {
+    if !require_root("proxy_publish_on_a_picked_loopback_port") {
+        return;
+    }
+    let host = Host::new("proxy");
+    let name = unique("web");
+    let serve = "mkdir -p /tmp/www && echo pier-proxied > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
+    host.start(
+        &name,
+        &["-p", "127.0.0.1::80", "--publish-mode", "proxy"],
+        &["sh", "-c", serve],
+    );
+    let line = host.ok(&["port", &name]);
+    let port: u16 = line
+        .trim()
+        .strip_prefix("80/tcp -> 127.0.0.1:")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("pier port: {line:?}"));
+    let page = host.netns.within(|| {
+        (0..100).find_map(|_| {
+            let answer = http_get("127.0.0.1", port);
+            if answer.is_none() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            answer
+        })
+    });
+    assert!(
+        page.is_some_and(|p| p.contains("pier-proxied")),
+        "127.0.0.1:{port} never served the page"
+    );
+    host.ok(&["rm", "-f", &name]);
+    let after = host
+        .netns
+        .within(|| TcpStream::connect(("127.0.0.1", port)).is_err());
+    assert!(after, "the proxy still listens on {port} after rm");
+}
+
+/// `GET /` over HTTP/1.0; the whole answer, or None when the connection fails.
+fn http_get(address: &str, port: u16) -> Option<String> {
+    let mut stream = TcpStream::connect((address, port)).ok()?;
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer)
+}
+
+#[test]
+fn network_modes_and_static_addresses() {
+    if !require_root("network_modes_and_static_addresses") {
+        return;
+    }
+    let host = Host::new("modes");
+    host.netns.dummy("pier-test-dmy", "198.19.253.1/24");
+    let none = host.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "host",
+        "ip",
+        "-o",
+        "link",
+        "show",
+    ]);
+    assert_eq!(none.lines().count(), 1, "--network none: {none}");
+    let shared = host.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "host",
+        "ip",
+        "-o",
+        "link",
+        "show",
+    ]);
+    assert!(shared.contains("pier-test-dmy"), "--network host: {shared}");
+
+    let net = unique("static");
+    host.ok(&[
+        "network",
+        "create",
+        "--subnet",
+        "198.18.220.0/24",
+        "--ipv6",
+        "--subnet6",
+        "2001:2:0:220::/64",
+        &net,
+    ]);
+    let inspect: serde_json::Value =
+        serde_json::from_str(&host.ok(&["network", "inspect", &net])).expect("inspect JSON");
+    assert_eq!(inspect[0]["subnet"], "198.18.220.0/24", "{inspect}");
+    let name = unique("fixed");
+    host.start(
+        &name,
+        &[
+            "--network",
+            &net,
+            "--ip",
+            "198.18.220.50",
+            "--ip6",
+            "2001:2:0:220::50",
+        ],
+        &["sleep", "600"],
+    );
+    assert_eq!(host.address(&name), "198.18.220.50");
+    let v6 = host.ok(&[
+        "exec", &name, "ip", "-6", "-o", "addr", "show", "dev", "eth0",
+    ]);
+    assert!(v6.contains("2001:2:0:220::50/64"), "{v6}");
+    let joined = host.ok(&[
+        "run",
+        "--rm",
+        "--network",
+        &format!("container:{name}"),
+        "host",
+        "ip",
+        "-4",
+        "-o",
+        "addr",
+        "show",
+        "dev",
+        "eth0",
+    ]);
+    assert!(
+        joined.contains("198.18.220.50/24"),
+        "container:{name}: {joined}"
+    );
+}
+
+#[test]
+fn macvlan_with_host_shim_and_ipvlan_refused() {
+    if !require_root("macvlan_with_host_shim_and_ipvlan_refused") {
+        return;
+    }
+    let host = Host::new("mac");
+    host.netns.dummy("pier-test-par", "198.19.252.1/24");
+    let net = unique("mac");
+    host.ok(&[
+        "network",
+        "create",
+        "-d",
+        "macvlan",
+        "--parent",
+        "pier-test-par",
+        "--subnet",
+        "198.18.230.0/24",
+        "--gateway",
+        "198.18.230.1",
+        "--host-shim",
+        &net,
+    ]);
+    let (m1, m2) = (unique("m1"), unique("m2"));
+    host.start(&m1, &["--network", &net], &["sleep", "600"]);
+    host.start(&m2, &["--network", &net], &["sleep", "600"]);
+    let (a1, a2) = (host.address(&m1), host.address(&m2));
+    assert_ne!(a1, a2);
+    assert!(
+        pings(&host, &m1, &a2),
+        "macvlan containers cannot reach each other"
+    );
+    let from_host = host.netns.within(|| {
+        std::process::Command::new("busybox")
+            .args(["ping", "-c", "1", "-W", "2", &a1])
+            .output()
+            .expect("ping")
+    });
+    assert!(
+        from_host.status.success(),
+        "the host shim does not reach {a1}: {}",
+        describe(&from_host)
+    );
+    let listed = host.ok(&["network", "ls"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.contains(&net) && l.contains("macvlan")),
+        "{listed}"
+    );
+
+    let stderr = host.fails_naming(
+        &[
+            "network",
+            "create",
+            "-d",
+            "ipvlan",
+            "--parent",
+            "pier-test-par",
+            "--subnet",
+            "198.18.231.0/24",
+            &unique("ipv"),
+        ],
+        "ipvlan",
+    );
+    assert!(
+        stderr.contains("macvlan"),
+        "the ipvlan refusal does not suggest macvlan: {stderr}"
+    );
+}
