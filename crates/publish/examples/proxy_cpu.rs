@@ -4,6 +4,8 @@
 //!   cargo run --release -p pier-publish --example proxy_cpu -- [--rounds 3] [--duration 5]
 //!       [--conns 1,2,4,8] [--only pier,docker-proxy,nginx,haproxy,direct] [--pier-binary PATH]
 //!
+//! `--only pier@1,pier@2` compares pier with one and two event loop threads.
+//!
 //! Theory of operation: a "pong" HTTP server (this example, re-executed as `pong ADDR`; one
 //! thread per connection) runs in a network namespace of its own behind a veth pair, like a
 //! container (as root; otherwise on 127.0.0.1). Every forwarder listens on its own 127.0.0.1
@@ -39,7 +41,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("pong") => pong(args[1].parse().expect("pong ADDR")),
-        Some("forward") => forward(&args[1], &args[2]),
+        Some("forward") => forward(&args[1], &args[2], args[3].parse().expect("THREADS")),
         _ => bench(Options::parse(&args)),
     }
 }
@@ -112,17 +114,20 @@ fn serve_pong(mut conn: TcpStream) {
     }
 }
 
-/// pier's forwarder in this process, as `pier proxy` runs it (one event loop per core).
-fn forward(host: &str, container: &str) {
+/// pier's forwarder in this process, as `pier proxy -threads N` runs it (0: one per core).
+fn forward(host: &str, container: &str, threads: usize) {
     let config = Config {
         protocol: Protocol::Tcp,
         host: host.parse().expect("forward HOST"),
         container: container.parse().expect("forward CONTAINER"),
         listen_fd: None,
         udp_idle: Duration::from_secs(90),
-        threads: 0,
+        threads,
     };
-    Proxy::bind(config).expect("binding").run().expect("forwarding");
+    Proxy::bind(config)
+        .expect("binding")
+        .run()
+        .expect("forwarding");
 }
 
 /// A child process stopped and reaped on drop: SIGTERM first, so that nginx's master stops
@@ -158,10 +163,20 @@ impl Netns {
         ip(&["netns", "add", &name]);
         let ns = Netns(name);
         let n = ns.0.as_str();
-        ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", n]);
+        ip(&[
+            "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", n,
+        ]);
         ip(&["addr", "add", &format!("{HOST_SIDE}/30"), "dev", &veth]);
         ip(&["link", "set", &veth, "up"]);
-        ip(&["-n", n, "addr", "add", &format!("{NS_SIDE}/30"), "dev", "eth0"]);
+        ip(&[
+            "-n",
+            n,
+            "addr",
+            "add",
+            &format!("{NS_SIDE}/30"),
+            "dev",
+            "eth0",
+        ]);
         ip(&["-n", n, "link", "set", "eth0", "up"]);
         ip(&["-n", n, "link", "set", "lo", "up"]);
         ns
@@ -217,7 +232,8 @@ fn bench(o: Options) {
     };
     let _server = Guarded(pong.arg("pong").arg(server.to_string()).spawn().unwrap());
     wait_listening(server);
-    let dir = TempDir(std::env::temp_dir().join(format!("pier-bench-proxy-{}", std::process::id())));
+    let dir =
+        TempDir(std::env::temp_dir().join(format!("pier-bench-proxy-{}", std::process::id())));
     std::fs::create_dir_all(&dir.0).unwrap();
     let forwarders: Vec<Forwarder> = o
         .only
@@ -238,15 +254,25 @@ fn bench(o: Options) {
                 let (requests, rate) = wrk(f.addr, c, o.duration);
                 let used = pid.map(tree_cpu_ticks).zip(before).map(|(a, b)| a - b);
                 let us = used.map_or(f64::NAN, |t| t as f64 * 1e6 / tck / requests as f64);
-                eprintln!("round {round} c{c} {:>12}: {rate:>8.0} req/s {us:>6.1} µs/req", f.name);
+                eprintln!(
+                    "round {round} c{c} {:>12}: {rate:>8.0} req/s {us:>6.1} µs/req",
+                    f.name
+                );
                 let entry = results.entry((c, f.name.clone())).or_default();
                 entry.0.push(rate);
                 entry.1.push(us);
             }
         }
     }
-    let place = if root { "in a netns behind veth" } else { "on loopback" };
-    println!("\nmedians of {} rounds x {} s, wrk -t1..2, server {place}", o.rounds, o.duration);
+    let place = if root {
+        "in a netns behind veth"
+    } else {
+        "on loopback"
+    };
+    println!(
+        "\nmedians of {} rounds x {} s, wrk -t1..2, server {place}",
+        o.rounds, o.duration
+    );
     report(&o.conns, &forwarders, &results);
 }
 
@@ -266,7 +292,10 @@ fn report(conns: &[u32], forwarders: &[Forwarder], results: &Results) {
                 _ => "-".to_string(),
             };
             let (dp, ng) = (ratio("docker-proxy"), ratio("nginx"));
-            println!("c{c:<5} {:<14} {rate:>8.0}  {us:>10.1}  {dp:>15}  {ng:>8}", f.name);
+            println!(
+                "c{c:<5} {:<14} {rate:>8.0}  {us:>10.1}  {dp:>15}  {ng:>8}",
+                f.name
+            );
         }
     }
 }
@@ -282,7 +311,11 @@ fn median(v: &[f64]) -> f64 {
 fn start(name: &str, server: SocketAddr, me: &Path, o: &Options, dir: &Path) -> Option<Forwarder> {
     if name == "direct" {
         let name = name.into();
-        return Some(Forwarder { name, addr: server, child: None });
+        return Some(Forwarder {
+            name,
+            addr: server,
+            child: None,
+        });
     }
     let addr = SocketAddr::new([127, 0, 0, 1].into(), free_port());
     let docker_flags = [
@@ -297,18 +330,27 @@ fn start(name: &str, server: SocketAddr, me: &Path, o: &Options, dir: &Path) -> 
         "-container-port".into(),
         server.port().to_string(),
     ];
-    let cmd = match name {
+    // "pier@N": pier with N event loop threads (default: one per core).
+    let (base, threads) = name.split_once('@').unwrap_or((name, "0"));
+    let cmd = match base {
         "pier" => match &o.pier_binary {
-            Some(bin) => with_status_fd(bin, Some("proxy"), &docker_flags, dir),
+            Some(bin) => {
+                let mut flags = docker_flags.to_vec();
+                flags.extend(["-threads".to_string(), threads.to_string()]);
+                with_status_fd(bin, Some("proxy"), &flags, dir)
+            }
             None => {
                 let mut cmd = Command::new(me);
-                cmd.args(["forward", &addr.to_string(), &server.to_string()]);
+                cmd.args(["forward", &addr.to_string(), &server.to_string(), threads]);
                 cmd
             }
         },
-        "docker-proxy" => {
-            with_status_fd(Path::new("/usr/sbin/docker-proxy"), None, &docker_flags, dir)
-        }
+        "docker-proxy" => with_status_fd(
+            Path::new("/usr/sbin/docker-proxy"),
+            None,
+            &docker_flags,
+            dir,
+        ),
         "nginx" => nginx(addr, server, dir),
         "haproxy" => haproxy(addr, server, dir),
         other => panic!("unknown forwarder {other}"),
@@ -324,7 +366,11 @@ fn start(name: &str, server: SocketAddr, me: &Path, o: &Options, dir: &Path) -> 
         eprintln!("skipping {name}: it does not listen on {addr}");
         return None;
     }
-    Some(Forwarder { name: name.into(), addr, child: Some(child) })
+    Some(Forwarder {
+        name: name.into(),
+        addr,
+        child: Some(child),
+    })
 }
 
 fn spawn(mut cmd: Command) -> std::io::Result<Guarded> {
@@ -358,7 +404,10 @@ fn nginx(addr: SocketAddr, server: SocketAddr, dir: &Path) -> Command {
     );
     std::fs::write(&conf, text).unwrap();
     let mut cmd = Command::new("nginx");
-    cmd.arg("-p").arg(dir).arg("-e").arg(dir.join("nginx-error.log"));
+    cmd.arg("-p")
+        .arg(dir)
+        .arg("-e")
+        .arg(dir.join("nginx-error.log"));
     cmd.arg("-c").arg(conf);
     cmd
 }
@@ -410,7 +459,10 @@ fn tree_cpu_ticks(pid: u32) -> u64 {
             // Fields after the command name, which is in parentheses and may hold spaces.
             let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
             let ppid = rest[1].parse().ok()?;
-            let ticks = rest[11..15].iter().map(|f| f.parse::<u64>().unwrap_or(0)).sum();
+            let ticks = rest[11..15]
+                .iter()
+                .map(|f| f.parse::<u64>().unwrap_or(0))
+                .sum();
             Some((p, ppid, ticks))
         })
         .collect();
@@ -430,12 +482,22 @@ fn tree_cpu_ticks(pid: u32) -> u64 {
 }
 
 fn clk_tck() -> f64 {
-    let out = Command::new("getconf").arg("CLK_TCK").output().expect("running getconf");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("CLK_TCK")
+    let out = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .expect("running getconf");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("CLK_TCK")
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Waits (up to 5 s) until `addr` accepts connections.

@@ -115,6 +115,28 @@ os.execv(sys.argv[1], sys.argv[1:])";
         }
     }
 
+    /// The proxy's pid (`sh` execs it, so it is the child's).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// How many pipes the proxy has open now (fd 2 is one: its stderr comes here).
+    pub fn pipes(&self) -> usize {
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap();
+        fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("pipe:"))
+            .count()
+    }
+
+    /// The names of the proxy's threads.
+    pub fn threads(&self) -> Vec<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).unwrap();
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|name| name.trim().to_string())
+            .collect()
+    }
+
     /// Waits (bounded) for the proxy to exit on its own; its exit status and stderr.
     pub fn exit(mut self) -> (ExitStatus, String) {
         let start = Instant::now();

@@ -99,7 +99,8 @@ impl Direction {
             if self.eof {
                 return self.shut_down(to);
             }
-            let at_mark = |from: &OwnedFd| tcp && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false);
+            let at_mark =
+                |from: &OwnedFd| tcp && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false);
             if self.maybe_urgent && at_mark(from) {
                 match self.step_over_mark(from, buf)? {
                     true => continue,

@@ -68,8 +68,10 @@ impl Conn {
 
     /// Moves both ways (once connected); true when the connection is finished.
     fn pump_all(&mut self, io: &mut Io) -> nix::Result<bool> {
-        self.up.pump(&self.client, &self.upstream, io.tcp, &mut io.buf)?;
-        self.down.pump(&self.upstream, &self.client, io.tcp, &mut io.buf)?;
+        self.up
+            .pump(&self.client, &self.upstream, io.tcp, &mut io.buf)?;
+        self.down
+            .pump(&self.upstream, &self.client, io.tcp, &mut io.buf)?;
         Ok(self.up.shut && self.down.shut)
     }
 
