@@ -4,7 +4,9 @@
 //!   cargo run --release -p pier-publish --example proxy_cpu -- [--rounds 3] [--duration 5]
 //!       [--conns 1,2,4,8] [--only pier,docker-proxy,nginx,haproxy,direct] [--pier-binary PATH]
 //!
-//! `--only pier@1,pier@2` compares pier with one and two event loop threads.
+//! `--only pier@1,pier@2` compares pier with one and two event loop threads; `pier-before`
+//! runs `--before PATH`, this example built from an older forwarder, for a before/after in
+//! the same run.
 //!
 //! Theory of operation: a "pong" HTTP server (this example, re-executed as `pong ADDR`; one
 //! thread per connection) runs in a network namespace of its own behind a veth pair, like a
@@ -54,6 +56,7 @@ struct Options {
     conns: Vec<u32>,
     only: Vec<String>,
     pier_binary: Option<PathBuf>,
+    before: Option<PathBuf>,
 }
 
 impl Options {
@@ -66,6 +69,7 @@ impl Options {
                 .map(String::from)
                 .to_vec(),
             pier_binary: None,
+            before: None,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -76,8 +80,30 @@ impl Options {
                 "--conns" => o.conns = value.split(',').map(|c| c.parse().unwrap()).collect(),
                 "--only" => o.only = value.split(',').map(String::from).collect(),
                 "--pier-binary" => o.pier_binary = Some(PathBuf::from(value)),
+                "--before" => o.before = Some(PathBuf::from(value)),
                 _ => panic!("unknown flag {flag}"),
             }
+        }
+        // Checked here, before anything exists: the release profile aborts on panic, which
+        // would leave the namespace and the children behind.
+        for name in &o.only {
+            let base = name.split_once('@').map_or(name.as_str(), |(base, _)| base);
+            let known = [
+                "pier",
+                "pier-before",
+                "docker-proxy",
+                "nginx",
+                "haproxy",
+                "direct",
+            ];
+            assert!(
+                known.contains(&base),
+                "unknown forwarder {name}: one of {known:?}"
+            );
+            assert!(
+                base != "pier-before" || o.before.is_some(),
+                "pier-before needs --before"
+            );
         }
         o
     }
@@ -215,6 +241,7 @@ struct Forwarder {
 }
 
 fn bench(o: Options) {
+    let tck = clk_tck();
     let root = nix::unistd::Uid::effective().is_root();
     let netns = root.then(Netns::create);
     let me = std::env::current_exe().expect("finding this program");
@@ -230,53 +257,66 @@ fn bench(o: Options) {
         }
         None => Command::new(&me),
     };
-    let _server = Guarded(pong.arg("pong").arg(server.to_string()).spawn().unwrap());
+    let _server = pong
+        .arg("pong")
+        .arg(server.to_string())
+        .spawn()
+        .map(Guarded);
     wait_listening(server);
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("pier-bench-proxy-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = std::env::temp_dir().join(format!("pier-bench-proxy-{}", std::process::id()));
+    let dir = TempDir(dir);
+    std::fs::create_dir_all(&dir.0).expect("creating the temporary directory");
     let forwarders: Vec<Forwarder> = o
         .only
         .iter()
         .filter_map(|name| start(name, server, &me, &o, &dir.0))
         .collect();
-    let tck = clk_tck();
-    for f in &forwarders {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let results = measure(&o, &forwarders, tck);
+    let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let place = match root {
+        true => "in a netns behind veth",
+        false => "on loopback",
+    };
+    println!(
+        "\nmedians of {} rounds x {} s, wrk -t1..2, server {place}; load average {} -> {}",
+        o.rounds,
+        o.duration,
+        load.split_whitespace().next().unwrap_or("?"),
+        load_after.split_whitespace().next().unwrap_or("?"),
+    );
+    report(&o.conns, &forwarders, &results);
+}
+
+/// (conns, forwarder) -> (req/s samples, µs CPU per request samples)
+type Results = BTreeMap<(u32, String), (Vec<f64>, Vec<f64>)>;
+
+/// The interleaved wrk runs: round -> concurrency -> forwarder.
+fn measure(o: &Options, forwarders: &[Forwarder], tck: f64) -> Results {
+    for f in forwarders {
         wrk(f.addr, 2, 1);
     }
-    // (conns, name) -> (req/s samples, µs per request samples)
-    let mut results: BTreeMap<(u32, String), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut results = Results::new();
     for round in 0..o.rounds {
         for &c in &o.conns {
-            for f in &forwarders {
+            for f in forwarders {
                 let pid = f.child.as_ref().map(|g| g.0.id());
                 let before = pid.map(tree_cpu_ticks);
-                let (requests, rate) = wrk(f.addr, c, o.duration);
+                let Some((requests, rate)) = wrk(f.addr, c, o.duration) else {
+                    continue;
+                };
                 let used = pid.map(tree_cpu_ticks).zip(before).map(|(a, b)| a - b);
                 let us = used.map_or(f64::NAN, |t| t as f64 * 1e6 / tck / requests as f64);
-                eprintln!(
-                    "round {round} c{c} {:>12}: {rate:>8.0} req/s {us:>6.1} µs/req",
-                    f.name
-                );
+                let name = &f.name;
+                eprintln!("round {round} c{c} {name:>12}: {rate:>8.0} req/s {us:>6.1} µs/req");
                 let entry = results.entry((c, f.name.clone())).or_default();
                 entry.0.push(rate);
                 entry.1.push(us);
             }
         }
     }
-    let place = if root {
-        "in a netns behind veth"
-    } else {
-        "on loopback"
-    };
-    println!(
-        "\nmedians of {} rounds x {} s, wrk -t1..2, server {place}",
-        o.rounds, o.duration
-    );
-    report(&o.conns, &forwarders, &results);
+    results
 }
-
-type Results = BTreeMap<(u32, String), (Vec<f64>, Vec<f64>)>;
 
 fn report(conns: &[u32], forwarders: &[Forwarder], results: &Results) {
     println!("conns  forwarder        req/s  µs CPU/req  vs docker-proxy  vs nginx");
@@ -286,7 +326,9 @@ fn report(conns: &[u32], forwarders: &[Forwarder], results: &Results) {
             Some((median(&r.0), median(&r.1)))
         };
         for f in forwarders {
-            let (rate, us) = med(&f.name).unwrap();
+            let Some((rate, us)) = med(&f.name) else {
+                continue;
+            };
             let ratio = |peer: &str| match med(peer) {
                 Some((_, p)) if f.child.is_some() => format!("{:.2}x", us / p),
                 _ => "-".to_string(),
@@ -345,6 +387,11 @@ fn start(name: &str, server: SocketAddr, me: &Path, o: &Options, dir: &Path) -> 
                 cmd
             }
         },
+        "pier-before" => {
+            let mut cmd = Command::new(o.before.as_ref().expect("checked by Options::parse"));
+            cmd.args(["forward", &addr.to_string(), &server.to_string(), threads]);
+            cmd
+        }
         "docker-proxy" => with_status_fd(
             Path::new("/usr/sbin/docker-proxy"),
             None,
@@ -353,7 +400,7 @@ fn start(name: &str, server: SocketAddr, me: &Path, o: &Options, dir: &Path) -> 
         ),
         "nginx" => nginx(addr, server, dir),
         "haproxy" => haproxy(addr, server, dir),
-        other => panic!("unknown forwarder {other}"),
+        other => unreachable!("forwarder {other} passed Options::parse"),
     };
     let child = match spawn(cmd) {
         Ok(child) => child,
@@ -428,8 +475,9 @@ fn haproxy(addr: SocketAddr, server: SocketAddr, dir: &Path) -> Command {
     cmd
 }
 
-/// Runs wrk against `addr`; (requests, requests per second).
-fn wrk(addr: SocketAddr, conns: u32, seconds: u32) -> (u64, f64) {
+/// Runs wrk against `addr`; (requests, requests per second), or None (with wrk's output
+/// printed) when it did not report them.
+fn wrk(addr: SocketAddr, conns: u32, seconds: u32) -> Option<(u64, f64)> {
     let out = Command::new("wrk")
         .args(["-t", &conns.min(2).to_string(), "-c", &conns.to_string()])
         .args(["-d", &format!("{seconds}s"), &format!("http://{addr}/")])
@@ -444,9 +492,13 @@ fn wrk(addr: SocketAddr, conns: u32, seconds: u32) -> (u64, f64) {
             .parse()
             .ok()
     };
-    let requests = field("requests in", 0).unwrap_or_else(|| panic!("wrk said: {text}"));
-    let rate = field("Requests/sec:", 1).unwrap_or(f64::NAN);
-    (requests as u64, rate)
+    match (field("requests in", 0), field("Requests/sec:", 1)) {
+        (Some(requests), Some(rate)) if requests > 0.0 => Some((requests as u64, rate)),
+        _ => {
+            eprintln!("wrk against {addr} said: {text}");
+            None
+        }
+    }
 }
 
 /// utime+stime+cutime+cstime of `pid` and all its descendants, in clock ticks.
