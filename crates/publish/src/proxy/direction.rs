@@ -127,8 +127,7 @@ impl Direction {
     /// One read from `from`: spliced into the pipe during bulk, else received into `buf` and
     /// sent on to `to` at once (what `to` does not take is held).
     fn read(&mut self, from: &OwnedFd, to: &OwnedFd, buf: &mut [u8]) -> nix::Result<Read> {
-        if self.bulk {
-            let pipe = self.pipe.as_mut().expect("bulk ways have a pipe");
+        if let (true, Some(pipe)) = (self.bulk, self.pipe.as_mut()) {
             return match splice(from, None, &pipe.wr, None, CHUNK, SPLICE) {
                 Ok(0) => Ok(Read::Zero),
                 Ok(n) => {
