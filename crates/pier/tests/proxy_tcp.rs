@@ -1,6 +1,7 @@
 //! `pier proxy` over TCP, black-box: a 1 MiB echo with matching checksum, half-close in both
 //! directions, an urgent byte that reaches the server as urgent, small messages moving without
-//! a pipe and bulk through splice, and one SO_REUSEPORT listener per event loop thread.
+//! a pipe and bulk through splice, a stream of tiny writes and replies larger than the client's window losing nothing, and
+//! one SO_REUSEPORT listener per event loop thread.
 //! Loopback only, servers in the test, every wait bounded.
 mod proxy_support;
 
@@ -184,6 +185,61 @@ fn small_messages_use_no_pipe_and_bulk_is_spliced() {
     assert_eq!(checksum(&got), checksum(&sent));
     // The connection is still open, so the pipes of the ways that moved bulk still exist.
     assert!(proxy.pipes() >= at_start + 2, "4 MiB moved without a pipe");
+}
+
+#[test]
+fn many_small_writes_arrive_whole_and_in_order() {
+    let port = free_tcp_port();
+    let _proxy = Proxy::ready("tcp", port, echo_server());
+    let sent = noise(20_000 * 7);
+    let mut conn = client(port);
+    let mut writer = conn.try_clone().unwrap();
+    let data = sent.clone();
+    // Each write is its own segment (TCP_NODELAY on the proxy's sides), so the proxy sees a
+    // stream of short reads and must miss no edge.
+    let writing = thread::spawn(move || data.chunks(7).for_each(|c| writer.write_all(c).unwrap()));
+    let mut got = vec![0u8; sent.len()];
+    conn.read_exact(&mut got).unwrap();
+    writing.join().unwrap();
+    assert_eq!(checksum(&got), checksum(&sent));
+}
+
+#[test]
+fn replies_larger_than_the_client_side_takes_at_once_arrive_whole() {
+    const ROUNDS: usize = 20;
+    const REPLY: usize = 60_000;
+    let sent = noise(ROUNDS * REPLY);
+    let data = sent.clone();
+    let (addr, server) = server(move |mut conn| {
+        for reply in data.chunks(REPLY) {
+            let mut ask = [0u8; 4];
+            conn.read_exact(&mut ask).unwrap();
+            conn.write_all(reply).unwrap();
+        }
+    });
+    let cport = addr.port().to_string();
+    let args = ["-container-ip", "127.0.0.1", "-container-port", &cport];
+    // The proxy's sockets towards clients inherit a 4 KiB send buffer from the passed
+    // listener: each reply is one read for the proxy (below its bulk threshold) but more than
+    // that socket takes, so the proxy holds the rest until EPOLLOUT.
+    let Some((mut proxy, port)) = Proxy::spawn_with_listener_sndbuf(&args, 4096) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "python3 is needed"
+        );
+        eprintln!("skipping: no python3 to pass fd 4");
+        return;
+    };
+    assert_eq!(proxy.status(), "0\n");
+    let mut conn = client(port);
+    let mut got = vec![0u8; sent.len()];
+    for reply in got.chunks_mut(REPLY) {
+        conn.write_all(b"next").unwrap();
+        conn.read_exact(reply).unwrap();
+    }
+    assert_eq!(checksum(&got), checksum(&sent));
+    server.join().unwrap();
 }
 
 #[test]
