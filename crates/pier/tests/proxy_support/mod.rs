@@ -47,8 +47,16 @@ impl Proxy {
     /// made by python3 as dockerd makes it; returns the proxy and the listener's port, or `None`
     /// without python3.
     pub fn spawn_with_listener(args: &[&str]) -> Option<(Proxy, u16)> {
+        Proxy::spawn_with_listener_sndbuf(args, 0)
+    }
+
+    /// As [`Proxy::spawn_with_listener`], with SO_SNDBUF set to `sndbuf` bytes on the listener
+    /// (0: the default), which the sockets accepted from it inherit, fixed (no autotuning).
+    pub fn spawn_with_listener_sndbuf(args: &[&str], sndbuf: u32) -> Option<(Proxy, u16)> {
         const PASS: &str = "import os, socket, sys\n\
 s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+b = int(os.environ['SNDBUF'])\n\
+b and s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, b)\n\
 os.dup2(s.fileno(), 4); os.set_inheritable(4, True); print(s.getsockname()[1], flush=True)\n\
 os.execv(sys.argv[1], sys.argv[1:])";
         let dir = tempfile::Builder::new()
@@ -64,6 +72,7 @@ os.execv(sys.argv[1], sys.argv[1:])";
             .arg(env!("CARGO_BIN_EXE_pier"))
             .args(["proxy", "-use-listen-fd"])
             .args(args)
+            .env("SNDBUF", sndbuf.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -113,6 +122,28 @@ os.execv(sys.argv[1], sys.argv[1:])";
             assert!(start.elapsed() < WAIT, "no status after {WAIT:?}: {text:?}");
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The proxy's pid (`sh` execs it, so it is the child's).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// How many pipes the proxy has open now (fd 2 is one: its stderr comes here).
+    pub fn pipes(&self) -> usize {
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap();
+        fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("pipe:"))
+            .count()
+    }
+
+    /// The names of the proxy's threads.
+    pub fn threads(&self) -> Vec<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).unwrap();
+        tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|name| name.trim().to_string())
+            .collect()
     }
 
     /// Waits (bounded) for the proxy to exit on its own; its exit status and stderr.
