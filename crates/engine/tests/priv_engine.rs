@@ -17,6 +17,9 @@ use pier_engine::engine::{Engine, EngineError, ExecArgs, RunOutcome};
 use pier_engine::store::Store;
 use pier_engine::Paths;
 
+/// A named test.
+type Case = (&'static str, fn(&Paths));
+
 struct Netns(String);
 
 impl Drop for Netns {
@@ -31,7 +34,10 @@ fn main() {
         return child_run(&args[2], &args[3..]);
     }
     if !nix::unistd::geteuid().is_root() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: needs root");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true: needs root"
+        );
         println!("priv_engine: skipped (needs root)");
         return;
     }
@@ -41,22 +47,30 @@ fn main() {
     let _netns = Netns(name.clone());
     let file = File::open(format!("/run/netns/{name}")).expect("open netns");
     nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
-    let lo = Command::new("ip").args(["link", "set", "lo", "up"]).status();
+    let lo = Command::new("ip")
+        .args(["link", "set", "lo", "up"])
+        .status();
     assert!(lo.is_ok_and(|s| s.success()), "ip link set lo up");
     std::env::set_var("PIER_SUBNET_POOL", "198.18.0.0/15:24");
     let state = tempfile::tempdir().expect("tempdir");
     let paths = Paths {
         state_dir: state.path().to_owned(),
     };
-    let tests: &[(&str, fn(&Paths))] = &[
+    let tests: &[Case] = &[
         ("foreground_none_exit_code", foreground_none_exit_code),
         ("detached_bridge_logs_stop_rm", detached_bridge_logs_stop_rm),
         ("kill_wait_and_auto_rm", kill_wait_and_auto_rm),
-        ("duplicate_name_and_running_rm", duplicate_name_and_running_rm),
+        (
+            "duplicate_name_and_running_rm",
+            duplicate_name_and_running_rm,
+        ),
         ("dead_monitor_is_collected", dead_monitor_is_collected),
         ("logs_follow_until_exit", logs_follow_until_exit),
         ("exec_env_user_workdir", exec_env_user_workdir),
-        ("publish_nat_reaches_container", publish_nat_reaches_container),
+        (
+            "publish_nat_reaches_container",
+            publish_nat_reaches_container,
+        ),
         ("crash_points_leave_nothing", crash_points_leave_nothing),
     ];
     let only = args.get(1).filter(|a| !a.starts_with('-'));
@@ -103,25 +117,48 @@ fn foreground_none_exit_code(paths: &Paths) {
 
 fn detached_bridge_logs_stop_rm(paths: &Paths) {
     let engine = Engine::open(paths.clone()).expect("open");
-    let mut cfg = config(true, "bridge", &["sh", "-c", "echo hello; echo oops >&2; exec sleep 100"]);
+    let mut cfg = config(
+        true,
+        "bridge",
+        &["sh", "-c", "echo hello; echo oops >&2; exec sleep 100"],
+    );
     cfg.name = Some("web".into());
     let id = detached(&engine, cfg);
     let ps = engine.ps(false).expect("ps");
     assert_eq!(ps.len(), 1);
-    assert_eq!((ps[0].name.as_str(), ps[0].status.as_str()), ("web", "running"));
+    assert_eq!(
+        (ps[0].name.as_str(), ps[0].status.as_str()),
+        ("web", "running")
+    );
     let inspect = engine.inspect("web").expect("inspect");
-    let address = inspect["Addresses"][0].as_str().expect("an address").to_owned();
+    let address = inspect["Addresses"][0]
+        .as_str()
+        .expect("an address")
+        .to_owned();
     assert!(address.starts_with("198.1"), "{address}");
     assert!(engine.kill("web", 0).is_ok());
-    let stopped = engine.stop(&id[..10], Duration::from_millis(100)).expect("stop");
+    let stopped = engine
+        .stop(&id[..10], Duration::from_millis(100))
+        .expect("stop");
     assert_eq!(stopped, id);
     assert_eq!(engine.wait("web").expect("wait"), 137);
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    engine.logs("web", false, None, &mut out, &mut err).expect("logs");
-    assert_eq!((out.as_slice(), err.as_slice()), (&b"hello\n"[..], &b"oops\n"[..]));
-    assert!(matches!(engine.kill("web", 9), Err(EngineError::NotRunning(_))));
+    engine
+        .logs("web", false, None, &mut out, &mut err)
+        .expect("logs");
+    assert_eq!(
+        (out.as_slice(), err.as_slice()),
+        (&b"hello\n"[..], &b"oops\n"[..])
+    );
+    assert!(matches!(
+        engine.kill("web", 9),
+        Err(EngineError::NotRunning(_))
+    ));
     engine.rm("web", false).expect("rm");
-    assert!(matches!(engine.inspect("web"), Err(EngineError::NoSuchContainer(_))));
+    assert!(matches!(
+        engine.inspect("web"),
+        Err(EngineError::NoSuchContainer(_))
+    ));
 }
 
 fn kill_wait_and_auto_rm(paths: &Paths) {
@@ -156,7 +193,9 @@ fn duplicate_name_and_running_rm(paths: &Paths) {
     let id = detached(&engine, cfg.clone());
     let err = engine.run(cfg).expect_err("duplicate name");
     assert!(err.to_string().contains(&id), "{err}");
-    let err = engine.rm("dup", false).expect_err("rm of a running container");
+    let err = engine
+        .rm("dup", false)
+        .expect_err("rm of a running container");
     assert!(matches!(err, EngineError::Running(_)), "{err}");
     engine.rm("dup", true).expect("rm -f");
     assert!(engine.ps(true).expect("ps").is_empty());
@@ -169,8 +208,11 @@ fn dead_monitor_is_collected(paths: &Paths) {
     let record = store.load(&id).expect("record");
     let monitor = record.responsible.expect("monitor").pid;
     let init = record.init.expect("init");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor), nix::sys::signal::SIGKILL)
-        .expect("kill the monitor");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(monitor),
+        nix::sys::signal::SIGKILL,
+    )
+    .expect("kill the monitor");
     let pidfd = pier_sys::pidfd::open(monitor).ok();
     if let Some(fd) = pidfd {
         pier_sys::pidfd::wait_exited(fd).expect("monitor gone");
@@ -184,15 +226,23 @@ fn dead_monitor_is_collected(paths: &Paths) {
 
 fn logs_follow_until_exit(paths: &Paths) {
     let engine = Engine::open(paths.clone()).expect("open");
-    let mut cfg = config(true, "none", &["sh", "-c", "echo a; read x < /dev/null; echo b; exit 4"]);
+    let mut cfg = config(
+        true,
+        "none",
+        &["sh", "-c", "echo a; read x < /dev/null; echo b; exit 4"],
+    );
     cfg.rm = false;
     let id = detached(&engine, cfg);
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    engine.logs(&id, true, None, &mut out, &mut err).expect("logs -f");
+    engine
+        .logs(&id, true, None, &mut out, &mut err)
+        .expect("logs -f");
     assert_eq!(String::from_utf8_lossy(&out), "a\nb\n");
     assert_eq!(engine.wait(&id).expect("wait"), 4);
     let mut last = Vec::new();
-    engine.logs(&id, false, Some(1), &mut last, &mut err).expect("logs --tail 1");
+    engine
+        .logs(&id, false, Some(1), &mut last, &mut err)
+        .expect("logs --tail 1");
     assert_eq!(String::from_utf8_lossy(&last), "b\n");
     engine.rm(&id, false).expect("rm");
 }
@@ -210,7 +260,9 @@ fn exec_env_user_workdir(paths: &Paths) {
     };
     assert_eq!(engine.exec(&id, &args).expect("exec"), 7);
     engine.rm(&id, true).expect("rm -f");
-    let err = engine.exec(&id, &args).expect_err("exec in a removed container");
+    let err = engine
+        .exec(&id, &args)
+        .expect_err("exec in a removed container");
     assert!(matches!(err, EngineError::NoSuchContainer(_)), "{err}");
 }
 
@@ -221,10 +273,14 @@ fn publish_nat_reaches_container(paths: &Paths) {
         publish: vec!["80".into()],
         publish_mode: Some("nat".into()),
         rootfs: "host".into(),
-        command: ["sh", "-c", "while :; do busybox nc -l -p 80 -e hostname; done"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        command: [
+            "sh",
+            "-c",
+            "while :; do busybox nc -l -p 80 -e hostname; done",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
         ..RunArgs::default()
     };
     let id = detached(&engine, RunConfig::parse(&args).expect("config"));
@@ -232,13 +288,23 @@ fn publish_nat_reaches_container(paths: &Paths) {
     assert_eq!(ports.len(), 1, "{ports:?}");
     let host_port: u16 = ports[0].rsplit(':').next().unwrap().parse().expect("port");
     let inspect = engine.inspect(&id).expect("inspect");
-    let gateway = inspect["Record"]["attachments"][0]["gateways"][0].as_str().unwrap().to_owned();
-    assert!(dnat_elements().contains(&host_port.to_string()), "{}", dnat_elements());
+    let gateway = inspect["Record"]["attachments"][0]["gateways"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        dnat_elements().contains(&host_port.to_string()),
+        "{}",
+        dnat_elements()
+    );
     let reply = fetch(&format!("{gateway}:{host_port}"));
     assert_eq!(reply.trim(), &id[..12]);
     engine.rm(&id, true).expect("rm -f");
     let refused = std::net::TcpStream::connect(format!("{gateway}:{host_port}"));
-    assert!(refused.is_err(), "the published port outlived its container");
+    assert!(
+        refused.is_err(),
+        "the published port outlived its container"
+    );
 }
 
 /// Reads what the server at `addr` sends; retries the connect while it is not listening yet.
@@ -330,27 +396,54 @@ fn assert_clean(paths: &Paths) {
 
 fn assert_clean_at(paths: &Paths, when: &str) {
     let entries = |p: &Path| fs::read_dir(p).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(entries(&paths.containers()), 0, "{when}: container directories");
-    assert_eq!(entries(&paths.runtime_root()), 0, "{when}: runtime state");
-    let links = Command::new("ip").args(["-o", "link"]).output().expect("ip link");
+    assert_eq!(
+        entries(&paths.containers()),
+        0,
+        "{when}: container directories"
+    );
+    let runtime: Vec<_> = fs::read_dir(paths.runtime_root())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "seccomp-cache")
+        .collect();
+    assert!(runtime.is_empty(), "{when}: runtime state {runtime:?}");
+    let links = Command::new("ip")
+        .args(["-o", "link"])
+        .output()
+        .expect("ip link");
     let links = String::from_utf8_lossy(&links.stdout).into_owned();
     assert!(!links.contains("veth"), "{when}: links left: {links}");
     let nft = dnat_elements();
-    assert!(!nft.contains("elements"), "{when}: published ports left: {nft}");
+    assert!(
+        !nft.contains("elements"),
+        "{when}: published ports left: {nft}"
+    );
     let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let state = paths.state_dir.display().to_string();
-    assert!(!mounts.contains(&state), "{when}: mounts left under {state}");
+    assert!(
+        !mounts.contains(&state),
+        "{when}: mounts left under {state}"
+    );
     // Runtime state is kept while its cgroup cannot be removed: none left means none left.
     for lease in fs::read_dir(paths.ipam()).into_iter().flatten().flatten() {
         let text = fs::read_to_string(lease.path()).unwrap_or_default();
-        assert!(!has_id(&text), "{when}: leases left in {}: {text}", lease.path().display());
+        assert!(
+            !has_id(&text),
+            "{when}: leases left in {}: {text}",
+            lease.path().display()
+        );
     }
 }
 
 /// The nat engine's map of published ports (any host address), as nft lists it.
 fn dnat_elements() -> String {
-    let nft = Command::new("nft").args(["list", "map", "inet", "pier", "pier_dnat4_any"]).output();
-    nft.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+    let nft = Command::new("nft")
+        .args(["list", "map", "inet", "pier", "pier_dnat4_any"])
+        .output();
+    nft.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 /// True when `text` holds a 64-hex-digit container id.
