@@ -179,6 +179,14 @@ pub fn recv_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Optio
     Ok((len, owned.next()))
 }
 
+/// `_exit(2)`: ends the process at once, without running atexit handlers or flushing the
+/// buffers it shares with its parent after a fork (a forked helper must not print its parent's
+/// pending output a second time).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit takes an int by value, touches no memory of ours and does not return.
+    unsafe { libc::_exit(code) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,12 +266,4 @@ mod tests {
         };
         sched_setattr(&attr).unwrap();
     }
-}
-
-/// `_exit(2)`: ends the process at once, without running atexit handlers or flushing the
-/// buffers it shares with its parent after a fork (a forked helper must not print its parent's
-/// pending output a second time).
-pub fn exit_now(code: i32) -> ! {
-    // SAFETY: _exit takes an int by value, touches no memory of ours and does not return.
-    unsafe { libc::_exit(code) }
 }
