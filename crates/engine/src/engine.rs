@@ -105,6 +105,8 @@ pub enum EngineError {
     Monitor(#[from] crate::monitor::MonitorError),
     #[error("logs: {0}")]
     Log(#[from] crate::logs::LogError),
+    #[error("terminal: {0}")]
+    Tty(#[from] crate::tty::TtyError),
     #[error("{step} {path}: {source}")]
     Io {
         step: &'static str,

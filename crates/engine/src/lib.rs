@@ -31,6 +31,7 @@ pub mod rootfs;
 mod run;
 pub mod spec;
 pub mod store;
+pub mod tty;
 
 use std::path::PathBuf;
 

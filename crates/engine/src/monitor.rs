@@ -20,7 +20,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::logs::{LogError, Logger, Stream};
 use pier_sys::clone::Forked;
@@ -76,96 +76,169 @@ pub fn pipes() -> Result<(Pipes, OwnedFd, OwnedFd), MonitorError> {
     Ok((read, out_w, err_w))
 }
 
-/// Waits for the init of `pidfd`, forwarding signals and logging `output`; its exit code.
-pub fn supervise(
-    pidfd: &OwnedFd,
-    output: Option<(&mut Logger, &Pipes)>,
-) -> Result<i32, MonitorError> {
+/// Where data read from one fd goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Sink<'a> {
+    /// The container log, as this stream.
+    Log(Stream),
+    /// An fd (the caller's stdout, the pty master).
+    Fd(BorrowedFd<'a>),
+}
+
+/// One relay: what is read from `from` goes to `to`.
+#[derive(Debug)]
+pub struct Route<'a> {
+    pub from: BorrowedFd<'a>,
+    pub to: Sink<'a>,
+    /// Output of the container (drained after the exit); false for the caller's stdin.
+    pub output: bool,
+}
+
+/// What the monitor relays while it waits.
+#[derive(Debug, Default)]
+pub struct Io<'a> {
+    pub logger: Option<&'a mut Logger>,
+    pub routes: Vec<Route<'a>>,
+    /// (the caller's terminal, the container's pty master): SIGWINCH copies the size.
+    pub resize: Option<(BorrowedFd<'a>, BorrowedFd<'a>)>,
+}
+
+impl<'a> Io<'a> {
+    /// A detached container's pipes, logged.
+    pub fn logged(logger: &'a mut Logger, pipes: &'a Pipes) -> Io<'a> {
+        let route = |fd: &'a OwnedFd, stream| Route {
+            from: fd.as_fd(),
+            to: Sink::Log(stream),
+            output: true,
+        };
+        Io {
+            logger: Some(logger),
+            routes: vec![
+                route(&pipes.stdout, Stream::Stdout),
+                route(&pipes.stderr, Stream::Stderr),
+            ],
+            resize: None,
+        }
+    }
+}
+
+/// Waits for the init of `pidfd`, forwarding signals and relaying `io`; its exit code.
+pub fn supervise(pidfd: &OwnedFd, io: &mut Io) -> Result<i32, MonitorError> {
     let mut set = SigSet::empty();
     FORWARDED.iter().for_each(|s| set.add(*s));
+    set.add(Signal::SIGWINCH);
     let old = set
         .thread_swap_mask(SigmaskHow::SIG_BLOCK)
         .map_err(sys("sigprocmask"))?;
-    let result = wait_loop(pidfd, &set, output);
+    let result = wait_loop(pidfd, &set, io);
     let _ = old.thread_set_mask();
     result?;
     reap(pidfd)
 }
 
-fn wait_loop(
-    pidfd: &OwnedFd,
-    set: &SigSet,
-    mut output: Option<(&mut Logger, &Pipes)>,
-) -> Result<(), MonitorError> {
+fn wait_loop(pidfd: &OwnedFd, set: &SigSet, io: &mut Io) -> Result<(), MonitorError> {
     let sfd = SignalFd::with_flags(set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys("signalfd"))?;
-    let mut open = [true, true];
+    let mut open = vec![true; io.routes.len()];
     loop {
         let mut fds = vec![
             PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
             PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
         ];
-        if let Some((_, pipes)) = &output {
-            for (fd, open) in [&pipes.stdout, &pipes.stderr].into_iter().zip(open) {
-                let events = if open {
-                    PollFlags::POLLIN
-                } else {
-                    PollFlags::empty()
-                };
-                fds.push(PollFd::new(fd.as_fd(), events));
-            }
+        for (route, open) in io.routes.iter().zip(&open) {
+            let events = if *open {
+                PollFlags::POLLIN
+            } else {
+                PollFlags::empty()
+            };
+            fds.push(PollFd::new(route.from, events));
         }
         match poll(&mut fds, PollTimeout::NONE) {
             Err(nix::errno::Errno::EINTR) => continue,
             other => other.map_err(sys("poll"))?,
         };
-        let ready = |i: usize| {
-            fds.get(i)
-                .and_then(|f| f.revents())
-                .is_some_and(|r| !r.is_empty())
-        };
-        let (exited, signalled, out, err) = (ready(0), ready(1), ready(2), ready(3));
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
         drop(fds);
-        if signalled {
+        if ready[1] {
             while let Ok(Some(info)) = sfd.read_signal() {
-                let _ = pier_sys::pidfd::send_signal(pidfd, info.ssi_signo as i32);
+                signal(pidfd, io, info.ssi_signo as i32);
             }
         }
-        if let Some((logger, pipes)) = output.as_mut() {
-            for (i, ready, fd, stream) in [
-                (0, out, &pipes.stdout, Stream::Stdout),
-                (1, err, &pipes.stderr, Stream::Stderr),
-            ] {
-                if ready && open[i] {
-                    open[i] = copy(fd, stream, logger)?;
-                }
+        for (i, ready) in ready[2..].iter().enumerate() {
+            if *ready && open[i] {
+                open[i] = relay(io, i)?;
             }
         }
-        if exited {
+        if ready[0] {
             return Ok(());
         }
     }
 }
 
-/// Copies what the pipe holds into the log; false at end-of-file.
-fn copy(fd: &OwnedFd, stream: Stream, logger: &mut Logger) -> Result<bool, MonitorError> {
-    let mut buf = [0u8; 16 << 10];
-    loop {
-        match nix::unistd::read(fd, &mut buf) {
-            Ok(0) => return Ok(false),
-            Ok(n) => logger.write(stream, &buf[..n])?,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(nix::errno::Errno::EAGAIN) => return Ok(true),
-            Err(e) => return Err(sys("read container output")(e)),
+/// SIGWINCH resizes the container's terminal; every other signal goes to the container.
+fn signal(pidfd: &OwnedFd, io: &Io, signo: i32) {
+    match (signo == libc::SIGWINCH, io.resize) {
+        (true, Some((tty, master))) => crate::tty::copy_size(tty, master),
+        (true, None) => {}
+        (false, _) => {
+            let _ = pier_sys::pidfd::send_signal(pidfd, signo);
         }
     }
 }
 
-/// After teardown: logs what is left in the pipes and any unfinished line.
-pub fn drain(logger: &mut Logger, pipes: &Pipes) -> Result<(), MonitorError> {
-    copy(&pipes.stdout, Stream::Stdout, logger)?;
-    copy(&pipes.stderr, Stream::Stderr, logger)?;
-    Ok(logger.flush()?)
+/// Relays one read of route `i`; false at end-of-file (or EIO: a pty whose slave is closed).
+fn relay(io: &mut Io, i: usize) -> Result<bool, MonitorError> {
+    let mut buf = [0u8; 16 << 10];
+    let route = &io.routes[i];
+    let n = match nix::unistd::read(route.from, &mut buf) {
+        Ok(0) | Err(nix::errno::Errno::EIO) => return Ok(false),
+        Ok(n) => n,
+        Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => return Ok(true),
+        Err(e) => return Err(sys("read container output")(e)),
+    };
+    match (route.to, io.logger.as_mut()) {
+        (Sink::Log(stream), Some(logger)) => logger.write(stream, &buf[..n])?,
+        (Sink::Log(_), None) => {}
+        (Sink::Fd(fd), _) => write_all(fd, &buf[..n]),
+    }
+    Ok(true)
+}
+
+/// Writes everything, or gives up when the reader is gone (the caller closed its terminal).
+fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) {
+    while !data.is_empty() {
+        match nix::unistd::write(fd, data) {
+            Ok(n) => data = &data[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// After teardown: relays what is left of the container's output, then unfinished lines.
+pub fn drain(io: &mut Io) -> Result<(), MonitorError> {
+    for i in 0..io.routes.len() {
+        if io.routes[i].output {
+            while relay(io, i)? {
+                if is_drained(io.routes[i].from) {
+                    break;
+                }
+            }
+        }
+    }
+    match io.logger.as_mut() {
+        Some(logger) => Ok(logger.flush()?),
+        None => Ok(()),
+    }
+}
+
+/// True when nothing is left to read right now (a read would block).
+fn is_drained(fd: BorrowedFd<'_>) -> bool {
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
 }
 
 /// Reaps our child of `pidfd`: its exit code, or 128+signal.

@@ -23,32 +23,55 @@ use crate::monitor::{self, Pipes, Side};
 use crate::network::{self, Driver, Network};
 use crate::spec::{Context, NetNs};
 use crate::store::{Proc, Record, Status};
+use crate::tty::Console;
 use pier_publish::engine::{Publish, Target};
 use pier_runtime::{Child, CreateOptions, Stdio};
 
-/// What the start path made that the caller keeps: the init (a child of this process).
-type Init = Option<Child>;
+/// What the start path made that the caller keeps: the init (a child of this process) and,
+/// with `-t`, the master of its terminal.
+#[derive(Debug, Default)]
+struct Made {
+    child: Option<Child>,
+    master: Option<OwnedFd>,
+}
 
 /// The publish engine and target the planned entries are applied with.
 type Planned = Option<(Box<dyn Publish>, Target)>;
 
 impl Engine {
     pub fn run(&self, config: RunConfig) -> Result<RunOutcome, EngineError> {
-        if config.tty {
-            return Err(EngineError::Usage("-t is not supported yet".into()));
-        }
         if config.detach {
             return self.run_detached(config);
         }
         let mut record = self.store.register(&config)?;
-        let mut init = None;
-        if let Err(e) = self.start(&mut record, foreground_stdio(&config)?, &mut init) {
-            self.abort(&mut record, init);
+        let mut made = Made::default();
+        if let Err(e) = self.start(&mut record, foreground_stdio(&config)?, &mut made) {
+            self.abort(&mut record, made.child);
             return Err(e);
         }
-        let child = init.expect("a started container has an init");
-        let code = monitor::supervise(&child.pidfd, None)?;
-        self.finish(&mut record, code, None)?;
+        let child = made.child.expect("a started container has an init");
+        let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+        let raw = made.master.as_ref().filter(|_| config.interactive);
+        let _raw_mode = raw.and_then(|_| crate::tty::RawMode::enter());
+        let mut io = monitor::Io::default();
+        if let Some(master) = &made.master {
+            io.routes.push(monitor::Route {
+                from: master.as_fd(),
+                to: monitor::Sink::Fd(stdout.as_fd()),
+                output: true,
+            });
+        }
+        if let (Some(master), Some(_)) = (raw, &_raw_mode) {
+            crate::tty::copy_size(stdin.as_fd(), master.as_fd());
+            io.resize = Some((stdin.as_fd(), master.as_fd()));
+            io.routes.push(monitor::Route {
+                from: stdin.as_fd(),
+                to: monitor::Sink::Fd(master.as_fd()),
+                output: false,
+            });
+        }
+        let code = monitor::supervise(&child.pidfd, &mut io)?;
+        self.finish(&mut record, code, &mut io)?;
         Ok(RunOutcome::Exited { code })
     }
 
@@ -74,17 +97,17 @@ impl Engine {
                 std::process::exit(1)
             }
         };
-        let mut init = None;
+        let mut made = Made::default();
         let started = self
             .detached_stdio(&mut record)
             .and_then(|(logger, pipes, stdio)| {
-                self.start(&mut record, stdio, &mut init)?;
+                self.start(&mut record, stdio, &mut made)?;
                 Ok((logger, pipes))
             });
         let (mut logger, pipes) = match started {
             Ok(output) => output,
             Err(e) => {
-                self.abort(&mut record, init);
+                self.abort(&mut record, made.child);
                 reporter.err(&e.to_string());
                 std::process::exit(1)
             }
@@ -92,11 +115,18 @@ impl Engine {
         reporter.ok(&record.id);
         drop(reporter);
         crash::point("run:reported");
-        let child = init.expect("a started container has an init");
-        let code = monitor::supervise(&child.pidfd, Some((&mut logger, &pipes)));
+        let child = made.child.expect("a started container has an init");
+        let mut io = monitor::Io::logged(&mut logger, &pipes);
+        if let Some(master) = &made.master {
+            io.routes.push(monitor::Route {
+                from: master.as_fd(),
+                to: monitor::Sink::Log(crate::logs::Stream::Stdout),
+                output: true,
+            });
+        }
         // A failed wait leaves the init unreaped; its exit code is then unknown.
-        let code = code.unwrap_or(-1);
-        let finished = self.finish(&mut record, code, Some((&mut logger, &pipes)));
+        let code = monitor::supervise(&child.pidfd, &mut io).unwrap_or(-1);
+        let finished = self.finish(&mut record, code, &mut io);
         std::process::exit(i32::from(finished.is_err()))
     }
 
@@ -115,7 +145,7 @@ impl Engine {
     }
 
     /// Every step from the registered record to the started program (see engine.rs).
-    fn start(&self, record: &mut Record, stdio: Stdio, init: &mut Init) -> Result<(), EngineError> {
+    fn start(&self, record: &mut Record, stdio: Stdio, made: &mut Made) -> Result<(), EngineError> {
         crash::point("run:registered");
         let dir = self.store.dir(&record.id);
         let config = record.config.clone();
@@ -131,18 +161,26 @@ impl Engine {
         record.runtime_id = Some(record.id.clone());
         self.store.save(record)?;
         crash::point("run:spec-written");
+        let console = match config.tty {
+            true => Some(Console::listen(&dir)?),
+            false => None,
+        };
         let opts = CreateOptions {
             bundle: dir.clone(),
+            console_socket: console.as_ref().map(|c| c.path().to_owned()),
             ..CreateOptions::default()
         };
         let created = self.runtime.create_child(&record.id, &opts, Some(stdio));
-        let child = init.insert(created.map_err(|source| EngineError::Runtime {
-            step: "create the container",
-            source,
-        })?);
+        let child = made
+            .child
+            .insert(created.map_err(|source| EngineError::Runtime {
+                step: "create the container",
+                source,
+            })?);
         record.init = Proc::of(child.pid);
         self.store.save(record)?;
         crash::point("run:created");
+        made.master = console.map(Console::master).transpose()?;
         self.attach(record, child.pid)?;
         crash::point("run:network-attached");
         if let Some((publisher, target)) = publish {
@@ -292,7 +330,7 @@ impl Engine {
     }
 
     /// After a failed start: removes everything (the record too), reaps the init.
-    fn abort(&self, record: &mut Record, init: Init) {
+    fn abort(&self, record: &mut Record, init: Option<Child>) {
         let errors = crate::gc::teardown(self, record);
         if let Some(child) = init {
             // `delete --force` killed it; it is our child, so reap it.
@@ -313,7 +351,7 @@ impl Engine {
         &self,
         record: &mut Record,
         code: i32,
-        output: Option<(&mut Logger, &Pipes)>,
+        io: &mut monitor::Io,
     ) -> Result<(), EngineError> {
         record.status = Status::Exited;
         record.exit_code = Some(code);
@@ -322,9 +360,7 @@ impl Engine {
         crash::point("monitor:exited");
         let lock = self.store.lock_container(&record.id, true);
         let errors = crate::gc::teardown(self, record);
-        if let Some((logger, pipes)) = output {
-            monitor::drain(logger, pipes)?;
-        }
+        monitor::drain(io)?;
         crash::point("monitor:torn-down");
         record.torn_down = errors.is_empty();
         let saved = match record.torn_down && record.config.rm {

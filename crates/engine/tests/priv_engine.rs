@@ -67,6 +67,7 @@ fn main() {
         ("dead_monitor_is_collected", dead_monitor_is_collected),
         ("logs_follow_until_exit", logs_follow_until_exit),
         ("exec_env_user_workdir", exec_env_user_workdir),
+        ("detached_tty_is_logged", detached_tty_is_logged),
         (
             "publish_nat_reaches_container",
             publish_nat_reaches_container,
@@ -244,6 +245,21 @@ fn logs_follow_until_exit(paths: &Paths) {
         .logs(&id, false, Some(1), &mut last, &mut err)
         .expect("logs --tail 1");
     assert_eq!(String::from_utf8_lossy(&last), "b\n");
+    engine.rm(&id, false).expect("rm");
+}
+
+fn detached_tty_is_logged(paths: &Paths) {
+    let engine = Engine::open(paths.clone()).expect("open");
+    let mut cfg = config(true, "none", &["sh", "-c", "tty; echo hi; exit 2"]);
+    cfg.tty = true;
+    let id = detached(&engine, cfg);
+    assert_eq!(engine.wait(&id).expect("wait"), 2);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    engine
+        .logs(&id, false, None, &mut out, &mut err)
+        .expect("logs");
+    // The pty's line discipline turns each newline into CR LF.
+    assert_eq!(String::from_utf8_lossy(&out), "/dev/pts/0\r\nhi\r\n");
     engine.rm(&id, false).expect("rm");
 }
 

@@ -141,6 +141,26 @@ pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> io::Result<(
     check(rc).map(drop)
 }
 
+/// The window size (rows, columns) of the terminal `fd` (TIOCGWINSZ).
+pub fn window_size(fd: BorrowedFd<'_>) -> io::Result<(u16, u16)> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one struct winsize into the stack value, which outlives the
+    // call; fd is a valid open fd.
+    let rc = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCGWINSZ,
+            &mut size as *mut libc::winsize,
+        )
+    };
+    check(rc).map(|_| (size.ws_row, size.ws_col))
+}
+
 /// Opens a pidfd for `pid` (`pidfd_open(pid, 0)`); it polls readable when the process exits.
 pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     // SAFETY: integer arguments only.
