@@ -51,25 +51,8 @@ impl Engine {
         }
         let child = made.child.expect("a started container has an init");
         let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
-        let raw = made.master.as_ref().filter(|_| config.interactive);
-        let _raw_mode = raw.and_then(|_| crate::tty::RawMode::enter());
-        let mut io = monitor::Io::default();
-        if let Some(master) = &made.master {
-            io.routes.push(monitor::Route {
-                from: master.as_fd(),
-                to: monitor::Sink::Fd(stdout.as_fd()),
-                output: true,
-            });
-        }
-        if let (Some(master), Some(_)) = (raw, &_raw_mode) {
-            crate::tty::copy_size(stdin.as_fd(), master.as_fd());
-            io.resize = Some((stdin.as_fd(), master.as_fd()));
-            io.routes.push(monitor::Route {
-                from: stdin.as_fd(),
-                to: monitor::Sink::Fd(master.as_fd()),
-                output: false,
-            });
-        }
+        let (mut io, _raw_mode) =
+            foreground_io(made.master.as_ref(), config.interactive, &stdin, &stdout);
         let code = monitor::supervise(&child.pidfd, &mut io)?;
         self.finish(&mut record, code, &mut io)?;
         Ok(RunOutcome::Exited { code })
@@ -162,7 +145,7 @@ impl Engine {
         self.store.save(record)?;
         crash::point("run:spec-written");
         let console = match config.tty {
-            true => Some(Console::listen(&dir)?),
+            true => Some(Console::listen(&dir, "console.sock")?),
             false => None,
         };
         let opts = CreateOptions {
@@ -379,6 +362,39 @@ impl Engine {
     }
 }
 
+/// A foreground container's relays: with a terminal, its master to our stdout and, with `-i`,
+/// our stdin (in raw mode, when a terminal) to the master, window size included.
+fn foreground_io<'a>(
+    master: Option<&'a OwnedFd>,
+    interactive: bool,
+    stdin: &'a std::io::Stdin,
+    stdout: &'a std::io::Stdout,
+) -> (monitor::Io<'a>, Option<crate::tty::RawMode>) {
+    let mut io = monitor::Io::default();
+    let Some(master) = master else {
+        return (io, None);
+    };
+    io.routes.push(monitor::Route {
+        from: master.as_fd(),
+        to: monitor::Sink::Fd(stdout.as_fd()),
+        output: true,
+    });
+    if !interactive {
+        return (io, None);
+    }
+    let raw = crate::tty::RawMode::enter();
+    if raw.is_some() {
+        crate::tty::copy_size(stdin.as_fd(), master.as_fd());
+        io.resize = Some((stdin.as_fd(), master.as_fd()));
+    }
+    io.routes.push(monitor::Route {
+        from: stdin.as_fd(),
+        to: monitor::Sink::Fd(master.as_fd()),
+        output: false,
+    });
+    (io, raw)
+}
+
 /// Foreground stdio: the caller's stdout and stderr; stdin only with `-i`.
 fn foreground_stdio(config: &RunConfig) -> Result<Stdio, EngineError> {
     let dup = |fd: std::os::fd::BorrowedFd<'_>| {
@@ -488,45 +504,70 @@ pub(crate) fn inspect(record: &Record, dir: &Path) -> serde_json::Value {
     })
 }
 
-/// `pier exec`: the container's process settings with the given command, env, user, workdir.
+/// `pier exec`: the container's process settings with the given command, env, user, workdir;
+/// with `-t` a terminal relayed like `run`'s.
 pub(crate) fn exec(engine: &Engine, record: &Record, args: &ExecArgs) -> Result<i32, EngineError> {
-    if args.tty {
-        return Err(EngineError::Usage("exec -t is not supported yet".into()));
-    }
     if args.command.is_empty() {
         return Err(EngineError::Usage("exec needs a command".into()));
     }
-    let path = engine.store.dir(&record.id).join("config.json");
+    if args.tty && args.detach {
+        return Err(EngineError::Usage(
+            "exec -d -t: a detached exec has no terminal to relay".into(),
+        ));
+    }
+    let dir = engine.store.dir(&record.id);
+    let console = match args.tty {
+        true => Some(Console::listen(
+            &dir,
+            &format!("exec-{}.sock", std::process::id()),
+        )?),
+        false => None,
+    };
+    let opts = pier_runtime::ExecOptions {
+        process: exec_process(record, &dir, args)?,
+        detach: args.detach,
+        pid_file: None,
+        console_socket: console.as_ref().map(|c| c.path().to_owned()),
+        preserve_fds: 0,
+    };
+    let runtime_id = record.runtime_id.as_deref().unwrap_or(&record.id);
+    let runtime_err = |source| EngineError::Runtime {
+        step: "exec",
+        source,
+    };
+    if args.detach {
+        return engine.runtime.exec(runtime_id, &opts).map_err(runtime_err);
+    }
+    let child = engine
+        .runtime
+        .exec_child(runtime_id, &opts)
+        .map_err(runtime_err)?;
+    let master = console.map(Console::master).transpose()?;
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    let (mut io, raw_mode) = foreground_io(master.as_ref(), args.interactive, &stdin, &stdout);
+    let code = monitor::supervise(&child.pidfd, &mut io)?;
+    monitor::drain(&mut io)?;
+    drop(raw_mode);
+    Ok(code)
+}
+
+/// The process of an exec: the container's own, with the command and flags applied.
+fn exec_process(record: &Record, dir: &Path, args: &ExecArgs) -> Result<Process, EngineError> {
+    let path = dir.join("config.json");
     let spec =
         Spec::load(&path).map_err(|e| EngineError::Other(format!("{}: {e}", path.display())))?;
     let mut process = spec.process().clone().unwrap_or_default();
     process.set_args(Some(args.command.clone()));
-    process.set_terminal(Some(false));
-    process.set_env(Some(merge_env(
-        process.env().clone().unwrap_or_default(),
-        &args.env,
-    )));
+    process.set_terminal(Some(args.tty));
+    let env = process.env().clone().unwrap_or_default();
+    process.set_env(Some(merge_env(env, &args.env)));
     if let Some(dir) = &args.workdir {
         process.set_cwd(dir.into());
     }
     if let Some(user) = &args.user {
         set_user(&mut process, user, &record.config.rootfs)?;
     }
-    let opts = pier_runtime::ExecOptions {
-        process,
-        detach: args.detach,
-        pid_file: None,
-        console_socket: None,
-        preserve_fds: 0,
-    };
-    let runtime_id = record.runtime_id.as_deref().unwrap_or(&record.id);
-    engine
-        .runtime
-        .exec(runtime_id, &opts)
-        .map_err(|source| EngineError::Runtime {
-            step: "exec",
-            source,
-        })
+    Ok(process)
 }
 
 /// `KEY=VALUE` entries of `extra` replace those of `base` with the same key.

@@ -1,9 +1,10 @@
 //! `-t`: the container's terminal, received over a console socket.
 //!
-//! Theory of operation: before `create`, the engine listens on `<container dir>/console.sock`
-//! and names it as pier-runtime's console socket; the runtime connects during `create` and the
-//! container's init sends the master side of the pty it made (SCM_RIGHTS) before reporting
-//! created, so [`Console::master`] only accepts and receives what is already queued. The
+//! Theory of operation: before `create` (or `exec`), the engine listens on a socket in the
+//! container directory and names it as pier-runtime's console socket; the runtime connects
+//! before it forks, and the container's init (or exec'd process) sends the master side of the
+//! pty it made (SCM_RIGHTS) before reporting created (or exec'ing), so [`Console::master`]
+//! only accepts and receives what is already queued. The
 //! monitor then relays the master like a pipe (`monitor::supervise`): to the log (`-d -t`) or
 //! to the caller's terminal, which [`RawMode`] puts in raw mode for the container's line
 //! discipline to do the work, and restores on drop (also when the container fails). Window
@@ -32,9 +33,9 @@ pub struct Console {
 }
 
 impl Console {
-    /// Listens on `<dir>/console.sock`.
-    pub fn listen(dir: &Path) -> Result<Console, TtyError> {
-        let path = dir.join("console.sock");
+    /// Listens on `<dir>/<name>`.
+    pub fn listen(dir: &Path, name: &str) -> Result<Console, TtyError> {
+        let path = dir.join(name);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| TtyError {
             step: "listen on console socket",

@@ -275,6 +275,12 @@ fn exec_env_user_workdir(paths: &Paths) {
         ..ExecArgs::default()
     };
     assert_eq!(engine.exec(&id, &args).expect("exec"), 7);
+    let tty = ExecArgs {
+        tty: true,
+        command: vec!["sh".into(), "-c".into(), "test -t 1 && exit 9".into()],
+        ..ExecArgs::default()
+    };
+    assert_eq!(engine.exec(&id, &tty).expect("exec -t"), 9);
     engine.rm(&id, true).expect("rm -f");
     let err = engine
         .exec(&id, &args)

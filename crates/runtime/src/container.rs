@@ -364,6 +364,14 @@ impl Runtime {
         crate::exec::exec(self, id, opts)
     }
 
+    /// `exec ID` for a caller that stays in-process (pier's engine): returns once the program
+    /// was exec'd, with its pid and pidfd (a child of the caller, to wait for and reap). A
+    /// terminal needs `opts.console_socket`; `opts.detach` is not consulted.
+    pub fn exec_child(&self, id: &str, opts: &ExecOptions) -> Result<Child, Error> {
+        let (pid, pidfd) = crate::exec::spawn(self, id, opts)?;
+        Ok(Child { pid, pidfd })
+    }
+
     /// `ps ID`: host pids of the container's processes.
     pub fn ps(&self, id: &str) -> Result<Vec<i32>, Error> {
         state::validate_id(id)?;

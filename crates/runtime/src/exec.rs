@@ -44,6 +44,15 @@ struct Staged {
 
 /// `exec ID`: returns the exit code, or 0 with `--detach` once the program was exec'd.
 pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
+    let (_, pidfd) = spawn(rt, id, opts)?;
+    match opts.detach {
+        true => Ok(0),
+        false => wait::wait_forwarding(&pidfd),
+    }
+}
+
+/// Starts the process and returns once it was exec'd: its pid and pidfd (a child of ours).
+pub fn spawn(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<(i32, OwnedFd), Error> {
     let staged = stage(rt, id, opts)?;
     let pid_ns = match staged.flags.contains(CloneFlags::CLONE_NEWPID) {
         true => {
@@ -84,10 +93,7 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
         state::write_atomic(path, pid.to_string().as_bytes())
             .map_err(|e| Error::io("write pid file", path, e))?;
     }
-    match opts.detach {
-        true => Ok(0),
-        false => wait::wait_forwarding(&pidfd),
-    }
+    Ok((pid, pidfd))
 }
 
 /// Checks the container's state and opens everything the child needs.
