@@ -145,7 +145,7 @@ impl Engine {
         self.store.save(record)?;
         crash::point("run:spec-written");
         let console = match config.tty {
-            true => Some(Console::listen(&dir, "console.sock")?),
+            true => Some(Console::listen(&record.id[..12])?),
             false => None,
         };
         let opts = CreateOptions {
@@ -163,7 +163,7 @@ impl Engine {
         record.init = Proc::of(child.pid);
         self.store.save(record)?;
         crash::point("run:created");
-        made.master = console.map(Console::master).transpose()?;
+        made.master = console.as_ref().map(Console::master).transpose()?;
         self.attach(record, child.pid)?;
         crash::point("run:network-attached");
         if let Some((publisher, target)) = publish {
@@ -379,14 +379,13 @@ fn foreground_io<'a>(
         to: monitor::Sink::Fd(stdout.as_fd()),
         output: true,
     });
+    // Harmless when stdin is no terminal: the size query fails and nothing is copied.
+    crate::tty::copy_size(stdin.as_fd(), master.as_fd());
+    io.resize = Some((stdin.as_fd(), master.as_fd()));
     if !interactive {
         return (io, None);
     }
     let raw = crate::tty::RawMode::enter();
-    if raw.is_some() {
-        crate::tty::copy_size(stdin.as_fd(), master.as_fd());
-        io.resize = Some((stdin.as_fd(), master.as_fd()));
-    }
     io.routes.push(monitor::Route {
         from: stdin.as_fd(),
         to: monitor::Sink::Fd(master.as_fd()),
@@ -517,10 +516,10 @@ pub(crate) fn exec(engine: &Engine, record: &Record, args: &ExecArgs) -> Result<
     }
     let dir = engine.store.dir(&record.id);
     let console = match args.tty {
-        true => Some(Console::listen(
-            &dir,
-            &format!("exec-{}.sock", std::process::id()),
-        )?),
+        true => {
+            let name = format!("{}-exec-{}", &record.id[..12], std::process::id());
+            Some(Console::listen(&name)?)
+        }
         false => None,
     };
     let opts = pier_runtime::ExecOptions {
@@ -542,7 +541,7 @@ pub(crate) fn exec(engine: &Engine, record: &Record, args: &ExecArgs) -> Result<
         .runtime
         .exec_child(runtime_id, &opts)
         .map_err(runtime_err)?;
-    let master = console.map(Console::master).transpose()?;
+    let master = console.as_ref().map(Console::master).transpose()?;
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
     let (mut io, raw_mode) = foreground_io(master.as_ref(), args.interactive, &stdin, &stdout);
     let code = monitor::supervise(&child.pidfd, &mut io)?;

@@ -1,7 +1,7 @@
 //! `-t`: the container's terminal, received over a console socket.
 //!
 //! Theory of operation: before `create` (or `exec`), the engine listens on a socket in the
-//! container directory and names it as pier-runtime's console socket; the runtime connects
+//! temporary directory (removed when dropped) and names it as pier-runtime's console socket; the runtime connects
 //! before it forks, and the container's init (or exec'd process) sends the master side of the
 //! pty it made (SCM_RIGHTS) before reporting created (or exec'ing), so [`Console::master`]
 //! only accepts and receives what is already queued. The
@@ -33,9 +33,10 @@ pub struct Console {
 }
 
 impl Console {
-    /// Listens on `<dir>/<name>`.
-    pub fn listen(dir: &Path, name: &str) -> Result<Console, TtyError> {
-        let path = dir.join(name);
+    /// Listens on `<temp dir>/pier-console-<name>` (a socket path must fit in 108 bytes, which
+    /// a container directory under a long state directory may not).
+    pub fn listen(name: &str) -> Result<Console, TtyError> {
+        let path = std::env::temp_dir().join(format!("pier-console-{name}"));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| TtyError {
             step: "listen on console socket",
@@ -51,7 +52,7 @@ impl Console {
     }
 
     /// The pty master the init sent (already queued once `create` returned).
-    pub fn master(self) -> Result<OwnedFd, TtyError> {
+    pub fn master(&self) -> Result<OwnedFd, TtyError> {
         let err = |step| {
             let path = self.path.clone();
             move |source| TtyError { step, path, source }
@@ -60,8 +61,13 @@ impl Console {
         let mut buf = [0u8; 4096];
         let (_, fd) = pier_sys::process::recv_fd(conn.as_fd(), &mut buf)
             .map_err(err("receive the pty master"))?;
-        let _ = std::fs::remove_file(&self.path);
         fd.ok_or_else(|| err("receive the pty master")(io::ErrorKind::InvalidData.into()))
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
