@@ -15,7 +15,9 @@
 //! checked against its start time; `stop` and `rm -f` then wait (inotify on the container
 //! directory plus the responsible process's pidfd, no polling) until the record says torn
 //! down; when the responsible process is dead they settle the container themselves. `gc` (and
-//! every `Engine::open`) settles containers whose responsible process died (`gc.rs`).
+//! every `Engine::open`) settles containers whose responsible process died (`gc.rs`). `exec`
+//! forks the process in-process with pier-runtime and waits like `run`; `-t` (run and exec)
+//! receives the pty master over a console socket (`tty.rs`).
 //! Locks: the store's global lock only around name changes; a container's directory lock
 //! around its teardown.
 //! Privileges: root. Tests: crates/engine/tests/priv_engine.rs.

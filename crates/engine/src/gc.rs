@@ -4,7 +4,7 @@
 //! idempotent and attempted even when an earlier one failed: the pier-runtime container
 //! (`delete --force` SIGKILLs the init and anything left in the cgroup, then removes the
 //! cgroup and the runtime state), the published ports, the network attachments (links and
-//! leases), the root filesystem (overlay unmounted, layers removed). What it removed leaves
+//! leases), the root filesystem (overlay unmounted, layers removed), a `-t` console socket. What it removed leaves
 //! the record; the failures are returned. The monitor calls it after the exit; `rm` and `stop`
 //! call it for a container whose monitor is dead; [`collect`] calls it for every container
 //! whose responsible process (the foreground `pier run` or the monitor) is dead while the
@@ -48,6 +48,10 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
         });
     if let Err(e) = crate::rootfs::release(&engine.store.dir(&record.id)) {
         errors.push(format!("release root filesystem: {e}"));
+    }
+    if record.config.tty {
+        // The console socket of a `run -t` killed before it was received and removed.
+        let _ = std::fs::remove_file(crate::tty::socket_path(&record.id[..12]));
     }
     errors
 }

@@ -5,13 +5,16 @@
 //! terminal signal reaches the monitor) and forks the monitor, which points its stdio at
 //! /dev/null, becomes a child subreaper (orphans of the container come back to it, not to
 //! init) and then runs the whole start path itself, so it is the parent of the container's init.
-//! It ends the front's wait with one [`Reporter`] line: `ok ID` or `err TEXT` (after having
-//! removed everything on failure). Foreground `run` skips all this: the front is the monitor.
+//! The middle names the monitor on the pipe (`pid N`); the monitor ends the front's wait with
+//! one [`Reporter`] line, `ok ID` or `err TEXT` (after having removed everything on failure),
+//! and the front also polls the monitor's pidfd, since the held init keeps a copy of the pipe. Foreground `run` skips all this: the front is the monitor.
 //! Either way [`supervise`] is the wait: one `poll` over the init's pidfd, a signalfd (SIGINT,
-//! SIGTERM, … are forwarded to the container through the pidfd) and, for a detached
-//! container, its stdout and stderr pipes, whose data goes to the [`Logger`]. No thread, no
-//! timer. When the pidfd turns readable the init is reaped (exit code, or 128+signal); the
-//! caller tears down and then [`drain`]s the pipes (every writer is gone by then).
+//! SIGTERM, … are forwarded to the container through the pidfd; SIGWINCH resizes its
+//! terminal) and the relays of [`Io`]: a detached container's stdout and stderr pipes (and with
+//! `-t` its pty master) to the [`Logger`]; in the foreground with `-t`, the master to the
+//! caller's stdout and, with `-i`, the caller's stdin to the master. No thread, no timer. When
+//! the pidfd turns readable the init is reaped (exit code, or 128+signal); the caller tears
+//! down and then [`drain`]s the container's output (every writer is gone by then).
 //! Privileges: those of the engine. Tests: crates/engine/tests/priv_engine.rs.
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

@@ -25,6 +25,11 @@ pub struct TtyError {
     source: io::Error,
 }
 
+/// Where the console socket named `name` lives.
+pub fn socket_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("pier-console-{name}"))
+}
+
 /// The listening console socket of one container.
 #[derive(Debug)]
 pub struct Console {
@@ -36,7 +41,7 @@ impl Console {
     /// Listens on `<temp dir>/pier-console-<name>` (a socket path must fit in 108 bytes, which
     /// a container directory under a long state directory may not).
     pub fn listen(name: &str) -> Result<Console, TtyError> {
-        let path = std::env::temp_dir().join(format!("pier-console-{name}"));
+        let path = socket_path(name);
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|source| TtyError {
             step: "listen on console socket",
