@@ -215,7 +215,9 @@ impl Engine {
     /// Returns the container's full id.
     pub fn stop(&self, container: &str, timeout: Duration) -> Result<String, EngineError> {
         let id = self.store.resolve(container)?;
-        let record = self.store.load(&id)?;
+        let Some(record) = self.started(&id)? else {
+            return Ok(id);
+        };
         if let Some(init) = record
             .init
             .filter(|_| record.running())
@@ -258,7 +260,14 @@ impl Engine {
         if busy && !force {
             return Err(EngineError::Running(container.to_owned()));
         }
-        if let Some(init) = record.init.filter(|_| busy).and_then(|p| p.pidfd()) {
+        let Some(record) = self.started(&id)? else {
+            return Ok(id);
+        };
+        if let Some(init) = record
+            .init
+            .filter(|_| record.running())
+            .and_then(|p| p.pidfd())
+        {
             let _ = pier_sys::pidfd::send_signal(&init, libc::SIGKILL);
             crate::crash::point("rm:killed");
         }
@@ -305,6 +314,12 @@ impl Engine {
 
     pub fn gc(&self) -> Result<GcReport, EngineError> {
         crate::gc::collect(self, true)
+    }
+
+    /// The record once its start is over (a `run` in progress finishes or fails first);
+    /// `None` when it is gone.
+    fn started(&self, id: &str) -> Result<Option<Record>, EngineError> {
+        self.await_record(id, |r| r.status != Status::Creating)
     }
 
     /// Waits until the container is torn down (settling it if its responsible process died);

@@ -45,7 +45,11 @@ impl Engine {
         }
         let mut record = self.store.register(&config)?;
         let mut made = Made::default();
-        if let Err(e) = self.start(&mut record, foreground_stdio(&config)?, &mut made) {
+        if let Err(e) = self.start(
+            &mut record,
+            foreground_stdio(config.interactive)?,
+            &mut made,
+        ) {
             self.abort(&mut record, made.child);
             return Err(e);
         }
@@ -395,12 +399,12 @@ fn foreground_io<'a>(
 }
 
 /// Foreground stdio: the caller's stdout and stderr; stdin only with `-i`.
-fn foreground_stdio(config: &RunConfig) -> Result<Stdio, EngineError> {
+fn foreground_stdio(interactive: bool) -> Result<Stdio, EngineError> {
     let dup = |fd: std::os::fd::BorrowedFd<'_>| {
         fd.try_clone_to_owned()
             .map_err(|e| io_error("dup", "stdio".as_ref(), e))
     };
-    let stdin = match config.interactive {
+    let stdin = match interactive {
         true => dup(std::io::stdin().as_fd())?,
         false => dev_null()?,
     };
@@ -534,13 +538,21 @@ pub(crate) fn exec(engine: &Engine, record: &Record, args: &ExecArgs) -> Result<
         step: "exec",
         source,
     };
-    if args.detach {
-        return engine.runtime.exec(runtime_id, &opts).map_err(runtime_err);
-    }
+    let stdio = match args.detach {
+        true => Stdio {
+            stdin: dev_null()?,
+            stdout: dev_null()?,
+            stderr: dev_null()?,
+        },
+        false => foreground_stdio(args.interactive)?,
+    };
     let child = engine
         .runtime
-        .exec_child(runtime_id, &opts)
+        .exec_child(runtime_id, &opts, Some(stdio))
         .map_err(runtime_err)?;
+    if args.detach {
+        return Ok(0);
+    }
     let master = console.as_ref().map(Console::master).transpose()?;
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
     let (mut io, raw_mode) = foreground_io(master.as_ref(), args.interactive, &stdin, &stdout);

@@ -281,6 +281,15 @@ fn exec_env_user_workdir(paths: &Paths) {
         ..ExecArgs::default()
     };
     assert_eq!(engine.exec(&id, &tty).expect("exec -t"), 9);
+    let no_stdin = ExecArgs {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "read x; test -z \"$x\" && exit 6".into(),
+        ],
+        ..ExecArgs::default()
+    };
+    assert_eq!(engine.exec(&id, &no_stdin).expect("exec without -i"), 6);
     engine.rm(&id, true).expect("rm -f");
     let err = engine
         .exec(&id, &args)

@@ -366,9 +366,15 @@ impl Runtime {
 
     /// `exec ID` for a caller that stays in-process (pier's engine): returns once the program
     /// was exec'd, with its pid and pidfd (a child of the caller, to wait for and reap). A
-    /// terminal needs `opts.console_socket`; `opts.detach` is not consulted.
-    pub fn exec_child(&self, id: &str, opts: &ExecOptions) -> Result<Child, Error> {
-        let (pid, pidfd) = crate::exec::spawn(self, id, opts)?;
+    /// terminal needs `opts.console_socket`; `opts.detach` is not consulted. `stdio`, when
+    /// given, replaces the caller's standard streams in the process.
+    pub fn exec_child(
+        &self,
+        id: &str,
+        opts: &ExecOptions,
+        stdio: Option<Stdio>,
+    ) -> Result<Child, Error> {
+        let (pid, pidfd) = crate::exec::spawn(self, id, opts, stdio)?;
         Ok(Child { pid, pidfd })
     }
 

@@ -9,7 +9,7 @@
 //! exec'd, a message is the failure.
 //!
 //! Privileges: root. Tests: crates/runtime/tests/priv_lifecycle.rs.
-use crate::container::{Error, ExecOptions, Runtime};
+use crate::container::{Error, ExecOptions, Runtime, Stdio};
 use crate::init::{self, ExecChild};
 use crate::listener::Listener;
 use crate::namespaces::PidForChildren;
@@ -36,6 +36,7 @@ struct Staged {
     listener: Option<Listener>,
     state_json: Vec<u8>,
     console: Option<OwnedFd>,
+    stdio: Option<Stdio>,
     cgroup_fd: Option<OwnedFd>,
     self_join: Option<pier_cgroups::SelfJoin>,
     parent_sync: sync::Sync,
@@ -44,7 +45,7 @@ struct Staged {
 
 /// `exec ID`: returns the exit code, or 0 with `--detach` once the program was exec'd.
 pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
-    let (_, pidfd) = spawn(rt, id, opts)?;
+    let (_, pidfd) = spawn(rt, id, opts, None)?;
     match opts.detach {
         true => Ok(0),
         false => wait::wait_forwarding(&pidfd),
@@ -52,8 +53,15 @@ pub fn exec(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<i32, Error> {
 }
 
 /// Starts the process and returns once it was exec'd: its pid and pidfd (a child of ours).
-pub fn spawn(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<(i32, OwnedFd), Error> {
-    let staged = stage(rt, id, opts)?;
+/// `stdio` replaces the caller's standard streams in the process.
+pub fn spawn(
+    rt: &Runtime,
+    id: &str,
+    opts: &ExecOptions,
+    stdio: Option<Stdio>,
+) -> Result<(i32, OwnedFd), Error> {
+    let mut staged = stage(rt, id, opts)?;
+    staged.stdio = stdio;
     let pid_ns = match staged.flags.contains(CloneFlags::CLONE_NEWPID) {
         true => {
             let path = PathBuf::from(format!("/proc/{}/ns/pid", staged.record.state.pid));
@@ -80,11 +88,12 @@ pub fn spawn(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<(i32, OwnedFd
         parent_sync,
         child_sync,
         console,
+        stdio,
         cgroup_fd,
         ..
     } = staged;
     // Only the child may hold its end: the end-of-file that means "exec'd" needs that.
-    drop((child_sync, console));
+    drop((child_sync, console, stdio));
     if cgroup_fd.is_some() && !in_cgroup {
         join_v2(&record, pid, &pidfd)?;
     }
@@ -141,6 +150,7 @@ fn stage(rt: &Runtime, id: &str, opts: &ExecOptions) -> Result<Staged, Error> {
         seccomp,
         listener,
         console,
+        stdio: None,
         self_join,
         parent_sync,
         child_sync,
@@ -157,6 +167,7 @@ fn run_child(staged: Staged, opts: &ExecOptions) -> ! {
         listener,
         state_json,
         console,
+        stdio,
         self_join,
         ..
     } = staged;
@@ -173,6 +184,7 @@ fn run_child(staged: Staged, opts: &ExecOptions) -> ! {
         process: &opts.process,
         sync: child_sync,
         console,
+        stdio,
         seccomp: seccomp.as_ref(),
         listener: listener.as_ref(),
         state_json: &state_json,

@@ -257,6 +257,8 @@ pub struct ExecChild<'a> {
     pub sync: Sync,
     /// Connected `--console-socket`.
     pub console: Option<OwnedFd>,
+    /// Standard streams replacing the inherited ones (an in-process caller's choice).
+    pub stdio: Option<Stdio>,
     /// The container's seccomp filter.
     pub seccomp: Option<&'a pier_seccomp::Program>,
     /// The seccomp agent's socket, for a NOTIFY profile.
@@ -278,6 +280,9 @@ pub fn exec_child(mut child: ExecChild) -> ! {
 }
 
 fn enter_and_exec(child: &mut ExecChild) -> String {
+    if let Some(Err(e)) = child.stdio.take().map(set_stdio) {
+        return e;
+    }
     if let Some(Err(e)) = child.cgroup.map(|c| c.join()) {
         return e.to_string();
     }
