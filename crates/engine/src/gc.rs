@@ -142,7 +142,10 @@ fn sweep_runtime(engine: &Engine, report: &mut GcReport) -> Result<(), EngineErr
     Ok(())
 }
 
+/// Leases of ids without a container. Under the store's lock: a `run` registers (under it)
+/// before it plans its lease, so every lease being made belongs to an id listed here.
 fn reclaim_leases(engine: &Engine, report: &mut GcReport) -> Result<(), EngineError> {
+    let _lock = engine.store.lock()?;
     let live = engine.store.ids()?;
     let released = engine
         .networks

@@ -376,6 +376,12 @@ pub fn read_report(pipe: File) -> Result<String, String> {
         Some(("pid", pid)) => pid.parse().ok().and_then(|p| pier_sys::pidfd::open(p).ok()),
         _ => return parse_report(&first).ok_or_else(died)?,
     };
+    if monitor.is_none() {
+        // Already gone (a quick container, or a crash): only what it wrote counts; a held
+        // init's copy of the pipe must not block the read.
+        let nonblock = nix::fcntl::F_SETFL(OFlag::O_NONBLOCK);
+        nix::fcntl::fcntl(&lines.pipe, nonblock).map_err(|e| e.to_string())?;
+    }
     let line = lines.next(monitor.as_ref()).ok_or_else(died)?;
     parse_report(&line).ok_or_else(died)?
 }
@@ -437,5 +443,43 @@ impl Lines {
                 return false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(lines: &[u8]) -> Result<String, String> {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        File::from(write).write_all(lines).unwrap();
+        read_report(File::from(read))
+    }
+
+    #[test]
+    fn reports_are_read_line_by_line() {
+        assert_eq!(report(b"ok abc\n"), Ok("abc".into()));
+        assert_eq!(
+            report(b"err no such network: x\n"),
+            Err("no such network: x".into())
+        );
+        // The middle names a monitor that is gone and nothing follows: a crash, said so.
+        let gone = report(b"pid 2147483647\n").unwrap_err();
+        assert!(gone.contains("pier gc"), "{gone}");
+        let own = std::process::id();
+        assert_eq!(
+            report(format!("pid {own}\nok id1\n").as_bytes()),
+            Ok("id1".into())
+        );
+    }
+
+    #[test]
+    fn a_reporter_sends_one_line() {
+        let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        let mut reporter = Reporter(Some(File::from(write)));
+        reporter.err("two\nlines");
+        reporter.ok("ignored: already reported");
+        drop(reporter);
+        assert_eq!(read_report(File::from(read)), Err("two; lines".into()));
     }
 }
