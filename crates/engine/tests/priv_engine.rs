@@ -65,6 +65,10 @@ fn main() {
             duplicate_name_and_running_rm,
         ),
         ("dead_monitor_is_collected", dead_monitor_is_collected),
+        (
+            "directory_root_survives_unchanged",
+            directory_root_survives_unchanged,
+        ),
         ("logs_follow_until_exit", logs_follow_until_exit),
         ("exec_env_user_workdir", exec_env_user_workdir),
         ("detached_tty_is_logged", detached_tty_is_logged),
@@ -222,6 +226,55 @@ fn dead_monitor_is_collected(paths: &Paths) {
     assert!(report.removed.iter().any(|r| r.contains(&id)), "{report:?}");
     assert!(!init.alive(), "the container's init survived its monitor");
     assert_eq!(engine.ps(true).expect("ps")[0].status, "exited");
+    engine.rm(&id, false).expect("rm");
+}
+
+/// A directory root is an overlay's lower layer: the container writes to its own upper layer,
+/// and a crashed monitor's overlay is unmounted by `gc`.
+fn directory_root_survives_unchanged(paths: &Paths) {
+    let root = tempfile::tempdir().expect("root dir");
+    let bin = root.path().join("bin");
+    fs::create_dir(&bin).expect("bin");
+    fs::copy("/usr/bin/busybox", bin.join("busybox")).expect("static busybox");
+    for tool in ["sh", "sleep", "echo"] {
+        std::os::unix::fs::symlink("busybox", bin.join(tool)).expect("symlink");
+    }
+    let engine = Engine::open(paths.clone()).expect("open");
+    let args = RunArgs {
+        detach: true,
+        network: Some("none".into()),
+        rootfs: root.path().display().to_string(),
+        command: ["/bin/sh", "-c", "echo x > /written; exec sleep 100"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..RunArgs::default()
+    };
+    let id = detached(&engine, RunConfig::parse(&args).expect("config"));
+    let state = paths.state_dir.display().to_string();
+    let mounted = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(mounted.contains(&state), "no overlay under {state}");
+    let written = ExecArgs {
+        command: ["/bin/sh", "-c", "while ! test -f /written; do :; done"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        ..ExecArgs::default()
+    };
+    assert_eq!(engine.exec(&id, &written).expect("exec"), 0);
+    let monitor = Store::open(paths)
+        .expect("store")
+        .load(&id)
+        .expect("record");
+    let monitor = monitor.responsible.expect("monitor");
+    let pidfd = monitor.pidfd().expect("monitor pidfd");
+    pier_sys::pidfd::send_signal(&pidfd, libc::SIGKILL).expect("kill the monitor");
+    pier_sys::pidfd::wait_exited(&pidfd).expect("monitor gone");
+    engine.gc().expect("gc");
+    assert!(
+        !root.path().join("written").exists(),
+        "the container changed its root dir"
+    );
     engine.rm(&id, false).expect("rm");
 }
 
