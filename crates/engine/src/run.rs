@@ -157,6 +157,7 @@ impl Engine {
             console_socket: console.as_ref().map(|c| c.path().to_owned()),
             ..CreateOptions::default()
         };
+        single_threaded()?;
         let created = self.runtime.create_child(&record.id, &opts, Some(stdio));
         let child = made
             .child
@@ -363,6 +364,24 @@ impl Engine {
                 errors: errors.join("; "),
             }),
         }
+    }
+}
+
+/// Refuses to fork the init from a multi-threaded process: the child would inherit locks
+/// (the allocator's) held by threads that do not exist in it. pier's own steps that use a
+/// thread join it; a library caller with threads of its own must start containers elsewhere.
+fn single_threaded() -> Result<(), EngineError> {
+    let path = Path::new("/proc/self/status");
+    let status = fs::read_to_string(path).map_err(|e| io_error("read", path, e))?;
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse::<u32>().ok());
+    match threads {
+        Some(1) | None => Ok(()),
+        Some(n) => Err(EngineError::Usage(format!(
+            "cannot create a container from a process with {n} threads (clone3 needs one)"
+        ))),
     }
 }
 
