@@ -213,6 +213,43 @@ pub trait Publish: std::fmt::Debug {
     fn remove(&self, entries: &[Entry]) -> Result<(), PublishError>;
 }
 
+/// What one engine adds to the steps every engine shares: its name, its settings and the entries
+/// for the resolved pairs. Resolving the mappings ([`plan::resolve`]) and making and removing
+/// entries ([`apply`]) are the same for all, so [`Publish`] is implemented once, here.
+pub(crate) trait Engine: std::fmt::Debug {
+    fn name(&self) -> &'static str;
+    fn settings(&self) -> &Settings;
+    /// The entries serving `pairs` (already resolved and checked) for `target`.
+    fn entries(&self, target: &Target, pairs: &[plan::Pair]) -> Result<Vec<Entry>, PublishError>;
+}
+
+impl<E: Engine> Publish for E {
+    fn name(&self) -> &'static str {
+        Engine::name(self)
+    }
+
+    fn plan(
+        &self,
+        target: &Target,
+        mappings: &[PortMapping],
+    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
+        let (published, pairs) = plan::resolve(self.settings(), target, mappings)?;
+        Ok((published, self.entries(target, &pairs)?))
+    }
+
+    fn apply_recorded(
+        &self,
+        target: &Target,
+        entries: &[Entry],
+    ) -> Result<Vec<Entry>, PublishError> {
+        apply::apply(self.settings(), target, entries)
+    }
+
+    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
+        apply::remove(self.settings(), entries)
+    }
+}
+
 /// `--publish-mode` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

@@ -20,10 +20,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::plan::{self, Pair};
+use super::plan::Pair;
 use super::sockets::CONTAINER_ENV;
-use super::{apply, ebpf, Entry, Publish, PublishError, Published, Settings, Target};
-use crate::{PortMapping, Protocol};
+use super::{ebpf, Engine, Entry, PublishError, Settings, Target};
+use crate::Protocol;
 
 const ENGINE: &str = "proxy";
 
@@ -41,38 +41,25 @@ impl ProxyEngine {
     }
 }
 
-impl Publish for ProxyEngine {
+impl Engine for ProxyEngine {
     fn name(&self) -> &'static str {
         ENGINE
     }
 
-    fn plan(
-        &self,
-        target: &Target,
-        mappings: &[PortMapping],
-    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
-        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn entries(&self, target: &Target, pairs: &[Pair]) -> Result<Vec<Entry>, PublishError> {
         let mut entries = Vec::new();
-        for pair in &pairs {
+        for pair in pairs {
             let fronts = match pair.host_ip.filter(|ip| !ip.is_unspecified()) {
                 Some(ip) => vec![ip],
                 None => both_families(Ipv4Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED),
             };
             entries.extend(entries_for(pair, target, &fronts)?);
         }
-        Ok((published, entries))
-    }
-
-    fn apply_recorded(
-        &self,
-        target: &Target,
-        entries: &[Entry],
-    ) -> Result<Vec<Entry>, PublishError> {
-        apply::apply(&self.settings, target, entries)
-    }
-
-    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
-        apply::remove(&self.settings, entries)
+        Ok(entries)
     }
 }
 
