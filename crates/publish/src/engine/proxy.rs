@@ -125,14 +125,7 @@ pub(crate) fn spawn(
     host: SocketAddr,
     target: SocketAddr,
 ) -> Result<(i32, u64), PublishError> {
-    let io = |step| {
-        move |source| PublishError::Proxy {
-            step,
-            host,
-            protocol,
-            source,
-        }
-    };
+    let io = |step| proxy_err(step, protocol, host);
     let (mut status, write) = std::io::pipe().map_err(io("make the status pipe"))?;
     let mut cmd = Command::new(&settings.proxy_binary);
     cmd.args(args(protocol, host, target))
@@ -166,6 +159,20 @@ pub(crate) fn spawn(
     Ok((pid, started))
 }
 
+/// The error of `step` for the child serving `protocol` on `host`.
+fn proxy_err(
+    step: &'static str,
+    protocol: Protocol,
+    host: SocketAddr,
+) -> impl FnOnce(std::io::Error) -> PublishError {
+    move |source| PublishError::Proxy {
+        step,
+        host,
+        protocol,
+        source,
+    }
+}
+
 /// Field 22 of /proc/PID/stat (the comm field may hold spaces and parentheses).
 fn start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -189,14 +196,7 @@ pub(crate) fn stop(
     let Some(pid) = pid else {
         return Ok(());
     };
-    let io = |step| {
-        move |source| PublishError::Proxy {
-            step,
-            host,
-            protocol,
-            source,
-        }
-    };
+    let io = |step| proxy_err(step, protocol, host);
     let pidfd = match pier_sys::pidfd::open(pid) {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
         other => other.map_err(io("open a pidfd"))?,
