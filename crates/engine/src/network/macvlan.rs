@@ -99,7 +99,11 @@ fn make_shim(
     let index = nl
         .link_index(shim)
         .map_err(step("look up"))?
-        .ok_or_else(|| NetworkError::Invalid(format!("host shim {shim} vanished")))?;
+        .ok_or_else(|| NetworkError::Vanished {
+            step: "make the host shim",
+            what: "host shim",
+            name: shim.to_string(),
+        })?;
     nl.add_address(index, address, if address.is_ipv4() { 32 } else { 128 })
         .map_err(step("address"))?;
     nl.set_up(index, true).map_err(step("bring up"))?;

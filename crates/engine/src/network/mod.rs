@@ -130,6 +130,13 @@ pub enum NetworkError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// A link pier made or looked up a moment ago is gone at the next step.
+    #[error("{step}: {what} {name} vanished")]
+    Vanished {
+        step: &'static str,
+        what: &'static str,
+        name: String,
+    },
     #[error("subnet {subnet} overlaps {other} ({owner}); choose another {flag}")]
     Overlap {
         subnet: Subnet,
