@@ -12,7 +12,9 @@
 //! facility is missing. Shared: `plan.rs` (ports picked and checked, owners named through
 //! `sockets.rs`) and `apply.rs` (entries describe themselves, so one all-or-nothing apply and
 //! one idempotent remove serve every engine; [`Publish::apply_recorded`] also returns the
-//! proxy children's pids for the caller to record).
+//! proxy children's pids for the caller to record). An engine file implements only the internal
+//! `Engine` trait (its name, its settings, its entries for the resolved pairs); [`Publish`] is
+//! implemented once over it, so plan, apply and remove cannot drift apart between engines.
 //! Every engine acts in the network namespace of the calling thread, and proxy children die
 //! with that thread (`PR_SET_PDEATHSIG`): apply from the thread that lives as long as the
 //! container (the monitor).

@@ -3,7 +3,7 @@
 //!
 //! Theory of operation: a child is started as dockerd starts docker-proxy
 //! (`<proxy_binary> proxy -proto P -host-ip A -host-port N -container-ip C -container-port M`),
-//! with a pipe as fd 3 that it answers "0\n" (listening) or "1\n<error>" on and then closes,
+//! with a pipe as fd 3 that it answers `"0\n"` (listening) or `"1\n<error>"` on and then closes,
 //! `PR_SET_PDEATHSIG(SIGKILL)` so it dies with the thread that started it (the engine's
 //! monitor), and `PIER_CONTAINER_ID` in its environment so a conflicting publish can name the
 //! container. A wildcard front is two children, `0.0.0.0` and `::` (pier proxy sets
