@@ -6,6 +6,8 @@
 //! shim, or nothing), which host-side link one container's attachment makes (`host_link`,
 //! recorded in the plan before it exists), and how the container's `eth0` is made (`link`).
 //! Addresses and routes inside the container are the same for every driver (`inside.rs`).
+//! The steps several drivers take are here once: the parent link's lookup and a sublink made
+//! straight inside the container's namespace (`sublink`, macvlan and ipvlan), gateways.
 //! Privileges: root. Tests: crates/engine/tests/priv_network.rs.
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
