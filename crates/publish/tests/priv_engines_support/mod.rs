@@ -31,7 +31,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, send, MsgFlags};
 use pier_net::netns::NetNs;
 use pier_net::{Netlink, Route};
-use pier_publish::engine::{select, Entry, Mode, Published, Settings, Target};
+use pier_publish::engine::{select, Entry, Mode, Publish, Published, Settings, Target};
 use pier_publish::PortMapping;
 
 mod bpf_home;
@@ -135,6 +135,17 @@ impl Lab {
             serve_udp(udp);
         }
         lab
+    }
+
+    /// Runs `work` on a thread in the host namespace with the engine of `mode` made there.
+    pub fn with_engine<T: Send>(
+        &self,
+        mode: Mode,
+        work: impl FnOnce(&dyn Publish) -> T + Send,
+    ) -> T {
+        self.host
+            .run(|| work(select(mode, &self.settings).unwrap().as_ref()))
+            .unwrap()
     }
 
     pub fn target(&self) -> Target {
