@@ -59,8 +59,8 @@ pub struct Context {
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// oci-spec refused the generated JSON (a bug in this file).
-    #[error("{0}")]
-    Invalid(String),
+    #[error("generated spec: {source}")]
+    Generated { source: serde_json::Error },
     /// `seccomp=FILE` could not be read, converted or validated.
     #[error("seccomp profile {path}: {reason}")]
     Seccomp { path: PathBuf, reason: String },
@@ -99,7 +99,7 @@ pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
     if let Some(profile) = seccomp::profile(&config.seccomp, &caps)? {
         spec["linux"]["seccomp"] = profile;
     }
-    serde_json::from_value(spec).map_err(|e| SpecError::Invalid(format!("generated spec: {e}")))
+    serde_json::from_value(spec).map_err(|source| SpecError::Generated { source })
 }
 
 /// Docker's default capabilities (moby `oci.DefaultCapabilities`).

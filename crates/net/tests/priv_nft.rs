@@ -288,6 +288,7 @@ fn docker_user_chain_gets_pier_rules_when_docker_made_one() {
     assert!(!user.contains("pier"), "{user}");
 }
 
+/// Docker's `ip filter` table with its FORWARD chain at policy drop, as dockerd leaves it.
 fn docker_filter(lab: &Lab) {
     lab.nft(&["add", "table", "ip", "filter"]);
     lab.nft(&[
@@ -307,14 +308,6 @@ fn docker_forward_policy_drop_still_forwards_pier_traffic() {
     }
     let lab = Lab::new();
     docker_filter(&lab);
-    lab.nft(&[
-        "add",
-        "chain",
-        "ip",
-        "filter",
-        "FORWARD",
-        "{ type filter hook forward priority 0; policy drop; }",
-    ]);
     lab.table(|t| {
         t.ensure().unwrap();
         t.publish(&[mapping(Some("198.18.1.1"), 8080)]).unwrap();
@@ -430,14 +423,6 @@ fn removing_one_network_keeps_the_others_and_can_repeat() {
     }
     let lab = Lab::new();
     docker_filter(&lab);
-    lab.nft(&[
-        "add",
-        "chain",
-        "ip",
-        "filter",
-        "FORWARD",
-        "{ type filter hook forward priority 0; policy drop; }",
-    ]);
     lab.table(|t| {
         t.ensure().unwrap();
         t.add_network("198.18.2.0/24".parse().unwrap(), "pier-test-br")

@@ -16,11 +16,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use pier_net::netns::NetNs;
 use pier_net::{Netlink, Route};
 use pier_publish::engine::{select, Entry, Mode, Publish, Settings, Target};
 use pier_publish::PortMapping;
+
+#[path = "../tests/priv_engines_support/bpf_home.rs"]
+mod bpf_home;
+use bpf_home::{BpfHome, CGROUP2};
 
 const ROUNDS: usize = 11;
 const ROUND_CONNECTS: usize = 400;
@@ -52,49 +55,36 @@ fn main() {
 struct Bench {
     host: NetNs,
     _container: NetNs,
-    bpffs: tempfile::TempDir,
-    cgroup: PathBuf,
+    /// Dropped after `Bench::drop` has moved this process back to `home`.
+    _bpf: BpfHome,
     home: PathBuf,
     settings: Settings,
 }
 
 impl Bench {
     fn new() -> Bench {
-        let bpffs = tempfile::Builder::new()
-            .prefix("pier-test-bpffs-")
-            .tempdir()
-            .unwrap();
-        mount(
-            Some("bpf"),
-            bpffs.path(),
-            Some("bpf"),
-            MsFlags::empty(),
-            None::<&str>,
-        )
-        .unwrap();
-        let cgroup = Path::new("/sys/fs/cgroup/unified")
-            .join(format!("pier-test-bench-{}", std::process::id()));
-        std::fs::create_dir(&cgroup).unwrap();
+        let bpf = BpfHome::new("bench");
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         let rel = own
             .lines()
             .find_map(|l| l.strip_prefix("0::"))
             .unwrap_or("/")
             .trim_start_matches('/');
-        let home = Path::new("/sys/fs/cgroup/unified").join(rel);
-        std::fs::write(cgroup.join("cgroup.procs"), std::process::id().to_string()).unwrap();
-        let settings = Settings {
-            bpf_pin_dir: bpffs.path().join("pier"),
-            bpf_cgroup: cgroup.clone(),
-            proxy_binary: std::env::var_os("PIER_BINARY")
+        let home = Path::new(CGROUP2).join(rel);
+        std::fs::write(
+            bpf.cgroup.join("cgroup.procs"),
+            std::process::id().to_string(),
+        )
+        .unwrap();
+        let settings = bpf.settings(
+            std::env::var_os("PIER_BINARY")
                 .unwrap_or("pier".into())
                 .into(),
-        };
+        );
         let bench = Bench {
             host: NetNs::new_anonymous().unwrap(),
             _container: NetNs::new_anonymous().unwrap(),
-            bpffs,
-            cgroup,
+            _bpf: bpf,
             home,
             settings,
         };
@@ -125,13 +115,10 @@ impl Bench {
 
 impl Drop for Bench {
     fn drop(&mut self) {
-        let _ = pier_bpf::unpin_all(&self.settings.bpf_pin_dir);
-        let _ = umount2(self.bpffs.path(), MntFlags::MNT_DETACH);
         let _ = std::fs::write(
             self.home.join("cgroup.procs"),
             std::process::id().to_string(),
         );
-        let _ = std::fs::remove_dir(&self.cgroup);
     }
 }
 

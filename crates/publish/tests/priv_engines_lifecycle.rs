@@ -60,41 +60,36 @@ fn conflicts_name_the_port_and_its_owner() {
         return;
     }
     let lab = Lab::new("conflicts");
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Auto, &lab.settings).unwrap();
-            let first = lab.target();
-            let (_, entries) = engine.plan(&first, &specs(&["18080:80"])).unwrap();
-            engine.apply(&first, &entries).unwrap();
-            let other = pier_publish::engine::Target {
-                container_id: "pier-test-c2".into(),
-                addresses: vec!["198.18.2.3".parse().unwrap()],
-                bridge: Some("pier-test-br".into()),
-            };
-            let err = engine
-                .plan(&other, &specs(&[&format!("{HOST_ADDR}:18080:80")]))
-                .unwrap_err();
-            assert_eq!(
-                err.to_string(),
-                format!(
-                    "port 18080/tcp on {HOST_ADDR} is already published by container pier-test-c1"
-                )
-            );
-            let holder = TcpListener::bind(format!("{OTHER_HOST_ADDR}:18081")).unwrap();
-            let err = engine.plan(&other, &specs(&["18081:80"])).unwrap_err();
-            let me = std::process::id() as i32;
-            assert!(
-                matches!(&err, PublishError::Bound { port: 18081, pid, .. } if *pid == me),
-                "{err}"
-            );
-            drop(holder);
-            assert!(engine.plan(&other, &specs(&["18081:80"])).is_ok());
-            let udp_same_port = engine.plan(&other, &specs(&["18080:80/udp"]));
-            assert!(udp_same_port.is_ok(), "{udp_same_port:?}");
-            engine.remove(&entries).unwrap();
-            assert!(engine.plan(&other, &specs(&["18080:80"])).is_ok());
-        })
-        .unwrap();
+    lab.with_engine(Mode::Auto, |engine| {
+        let first = lab.target();
+        let (_, entries) = engine.plan(&first, &specs(&["18080:80"])).unwrap();
+        engine.apply(&first, &entries).unwrap();
+        let other = pier_publish::engine::Target {
+            container_id: "pier-test-c2".into(),
+            addresses: vec!["198.18.2.3".parse().unwrap()],
+            bridge: Some("pier-test-br".into()),
+        };
+        let err = engine
+            .plan(&other, &specs(&[&format!("{HOST_ADDR}:18080:80")]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("port 18080/tcp on {HOST_ADDR} is already published by container pier-test-c1")
+        );
+        let holder = TcpListener::bind(format!("{OTHER_HOST_ADDR}:18081")).unwrap();
+        let err = engine.plan(&other, &specs(&["18081:80"])).unwrap_err();
+        let me = std::process::id() as i32;
+        assert!(
+            matches!(&err, PublishError::Bound { port: 18081, pid, .. } if *pid == me),
+            "{err}"
+        );
+        drop(holder);
+        assert!(engine.plan(&other, &specs(&["18081:80"])).is_ok());
+        let udp_same_port = engine.plan(&other, &specs(&["18080:80/udp"]));
+        assert!(udp_same_port.is_ok(), "{udp_same_port:?}");
+        engine.remove(&entries).unwrap();
+        assert!(engine.plan(&other, &specs(&["18080:80"])).is_ok());
+    });
 }
 
 #[test]
@@ -103,25 +98,22 @@ fn picked_host_ports_are_free_and_reported() {
         return;
     }
     let lab = Lab::new("picked");
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Nat, &lab.settings).unwrap();
-            let (published, entries) = engine
-                .plan(&lab.target(), &specs(&["80", "53/udp"]))
-                .unwrap();
-            let ports: Vec<u16> = published
-                .iter()
-                .flat_map(|p| p.host_ports.clone())
-                .collect();
-            assert_eq!(ports.len(), 2);
-            assert!(ports.iter().all(|&p| p >= 1024), "{ports:?}");
-            assert_eq!(
-                entries.len(),
-                4,
-                "one element per port and container family"
-            );
-        })
-        .unwrap();
+    lab.with_engine(Mode::Nat, |engine| {
+        let (published, entries) = engine
+            .plan(&lab.target(), &specs(&["80", "53/udp"]))
+            .unwrap();
+        let ports: Vec<u16> = published
+            .iter()
+            .flat_map(|p| p.host_ports.clone())
+            .collect();
+        assert_eq!(ports.len(), 2);
+        assert!(ports.iter().all(|&p| p >= 1024), "{ports:?}");
+        assert_eq!(
+            entries.len(),
+            4,
+            "one element per port and container family"
+        );
+    });
 }
 
 #[test]
@@ -130,33 +122,26 @@ fn a_thousand_port_range_publishes_in_one_step_and_goes_away() {
         return;
     }
     let lab = Lab::new("range");
-    let entries = lab
-        .host
-        .run(|| {
-            let engine = select(Mode::Auto, &lab.settings).unwrap();
-            let (published, entries) = engine
-                .plan(
-                    &lab.target(),
-                    &specs(&[&format!("{HOST_ADDR}:20000-20999:1000-1999")]),
-                )
-                .unwrap();
-            assert_eq!(published[0].host_ports.len(), 1000);
-            engine.apply(&lab.target(), &entries).unwrap();
-            entries
-        })
-        .unwrap();
+    let entries = lab.with_engine(Mode::Auto, |engine| {
+        let (published, entries) = engine
+            .plan(
+                &lab.target(),
+                &specs(&[&format!("{HOST_ADDR}:20000-20999:1000-1999")]),
+            )
+            .unwrap();
+        assert_eq!(published[0].host_ports.len(), 1000);
+        engine.apply(&lab.target(), &entries).unwrap();
+        entries
+    });
     assert_eq!(
         counts(&lab),
         (1000, 1000),
         "one map entry and one nft element per port"
     );
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Auto, &lab.settings).unwrap();
-            engine.remove(&entries).unwrap();
-            engine.remove(&entries).unwrap();
-        })
-        .unwrap();
+    lab.with_engine(Mode::Auto, |engine| {
+        engine.remove(&entries).unwrap();
+        engine.remove(&entries).unwrap();
+    });
     assert_eq!(counts(&lab), (0, 0));
 }
 
@@ -166,26 +151,23 @@ fn a_failure_in_the_middle_of_apply_leaves_nothing() {
         return;
     }
     let lab = Lab::new("midway");
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Auto, &lab.settings).unwrap();
-            let (_, entries) = engine
-                .plan(&lab.target(), &specs(&["19000:80", "19001:80"]))
-                .unwrap();
-            // Someone else takes 19001 in the nft maps between plan and apply.
-            let thief = pier_net::nft::Mapping {
-                host: None,
-                proto: pier_net::nft::Proto::Tcp,
-                host_port: 19001,
-                container: "198.18.2.3".parse().unwrap(),
-                container_port: 80,
-            };
-            Table.publish_owned(&[thief], "pier-test-thief").unwrap();
-            let err = engine.apply(&lab.target(), &entries).unwrap_err();
-            assert!(err.to_string().contains("publish"), "{err}");
-            Table.unpublish(&[thief]).unwrap();
-        })
-        .unwrap();
+    lab.with_engine(Mode::Auto, |engine| {
+        let (_, entries) = engine
+            .plan(&lab.target(), &specs(&["19000:80", "19001:80"]))
+            .unwrap();
+        // Someone else takes 19001 in the nft maps between plan and apply.
+        let thief = pier_net::nft::Mapping {
+            host: None,
+            proto: pier_net::nft::Proto::Tcp,
+            host_port: 19001,
+            container: "198.18.2.3".parse().unwrap(),
+            container_port: 80,
+        };
+        Table.publish_owned(&[thief], "pier-test-thief").unwrap();
+        let err = engine.apply(&lab.target(), &entries).unwrap_err();
+        assert!(err.to_string().contains("publish"), "{err}");
+        Table.unpublish(&[thief]).unwrap();
+    });
     assert_eq!(
         counts(&lab),
         (0, 0),
@@ -208,39 +190,36 @@ fn proxy_failure_midway_and_crash_recovery_leave_no_process() {
         return;
     }
     let lab = Lab::new("proxy-crash");
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Proxy, &lab.settings).unwrap();
-            let target = lab.target();
-            let (_, entries) = engine
-                .plan(
-                    &target,
-                    &specs(&[
-                        &format!("{HOST_ADDR}:19100:80"),
-                        &format!("{HOST_ADDR}:19101:80"),
-                    ]),
-                )
-                .unwrap();
-            let holder = TcpListener::bind(format!("{HOST_ADDR}:19101")).unwrap();
-            assert!(engine.apply(&target, &entries).is_err());
-            assert_eq!(proxies_running(&lab), 0, "the first proxy was stopped");
-            drop(holder);
+    lab.with_engine(Mode::Proxy, |engine| {
+        let target = lab.target();
+        let (_, entries) = engine
+            .plan(
+                &target,
+                &specs(&[
+                    &format!("{HOST_ADDR}:19100:80"),
+                    &format!("{HOST_ADDR}:19101:80"),
+                ]),
+            )
+            .unwrap();
+        let holder = TcpListener::bind(format!("{HOST_ADDR}:19101")).unwrap();
+        assert!(engine.apply(&target, &entries).is_err());
+        assert_eq!(proxies_running(&lab), 0, "the first proxy was stopped");
+        drop(holder);
 
-            // A crash after recording the planned entries (no pids) and starting the children.
-            let made = engine.apply_recorded(&target, &entries).unwrap();
-            assert!(made
-                .iter()
-                .all(|e| matches!(e, Entry::Proxy { pid: Some(_), .. })));
-            assert_eq!(proxies_running(&lab), 2);
-            engine.remove(&entries).unwrap();
-            assert_eq!(
-                proxies_running(&lab),
-                0,
-                "found by command line and stopped"
-            );
-            engine.remove(&made).unwrap();
-        })
-        .unwrap();
+        // A crash after recording the planned entries (no pids) and starting the children.
+        let made = engine.apply_recorded(&target, &entries).unwrap();
+        assert!(made
+            .iter()
+            .all(|e| matches!(e, Entry::Proxy { pid: Some(_), .. })));
+        assert_eq!(proxies_running(&lab), 2);
+        engine.remove(&entries).unwrap();
+        assert_eq!(
+            proxies_running(&lab),
+            0,
+            "found by command line and stopped"
+        );
+        engine.remove(&made).unwrap();
+    });
 }
 
 #[test]
@@ -254,30 +233,27 @@ fn auto_without_cgroup2_falls_back_to_nat_and_a_loopback_proxy() {
         .tempdir()
         .unwrap();
     lab.settings.bpf_cgroup = not_cgroup2.path().to_owned();
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Auto, &lab.settings).unwrap();
-            let (_, entries) = engine.plan(&lab.target(), &specs(&["19200:80"])).unwrap();
-            let kinds: Vec<String> = entries
-                .iter()
-                .map(|e| match e {
-                    Entry::Bpf { .. } => "bpf".to_string(),
-                    Entry::Nft { host, .. } => format!("nft {host:?}"),
-                    Entry::Proxy { host, .. } => format!("proxy {host}"),
-                })
-                .collect();
-            assert_eq!(
-                kinds,
-                [
-                    "proxy 127.0.0.1:19200",
-                    "proxy [::1]:19200",
-                    "nft None",
-                    "nft None"
-                ],
-                "{entries:?}"
-            );
-        })
-        .unwrap();
+    lab.with_engine(Mode::Auto, |engine| {
+        let (_, entries) = engine.plan(&lab.target(), &specs(&["19200:80"])).unwrap();
+        let kinds: Vec<String> = entries
+            .iter()
+            .map(|e| match e {
+                Entry::Bpf { .. } => "bpf".to_string(),
+                Entry::Nft { host, .. } => format!("nft {host:?}"),
+                Entry::Proxy { host, .. } => format!("proxy {host}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "proxy 127.0.0.1:19200",
+                "proxy [::1]:19200",
+                "nft None",
+                "nft None"
+            ],
+            "{entries:?}"
+        );
+    });
     assert!(
         !lab.settings.bpf_pin_dir.exists(),
         "nothing loaded or pinned"
@@ -290,22 +266,19 @@ fn recovery_after_a_crash_during_unpublish_removes_the_rest() {
         return;
     }
     let lab = Lab::new("unpublish-crash");
-    lab.host
-        .run(|| {
-            let engine = select(Mode::Auto, &lab.settings).unwrap();
-            let (_, entries) = engine
-                .plan(
-                    &lab.target(),
-                    &specs(&["19300-19309:1000-1009", "19300-19309:1000-1009/udp"]),
-                )
-                .unwrap();
-            engine.apply(&lab.target(), &entries).unwrap();
-            // The crash: removal got through the first third of the entries only.
-            engine.remove(&entries[..entries.len() / 3]).unwrap();
-            // Recovery (pier gc) removes the recorded entries, whatever still exists.
-            pier_publish::engine::remove(&lab.settings, &entries).unwrap();
-        })
-        .unwrap();
+    lab.with_engine(Mode::Auto, |engine| {
+        let (_, entries) = engine
+            .plan(
+                &lab.target(),
+                &specs(&["19300-19309:1000-1009", "19300-19309:1000-1009/udp"]),
+            )
+            .unwrap();
+        engine.apply(&lab.target(), &entries).unwrap();
+        // The crash: removal got through the first third of the entries only.
+        engine.remove(&entries[..entries.len() / 3]).unwrap();
+        // Recovery (pier gc) removes the recorded entries, whatever still exists.
+        pier_publish::engine::remove(&lab.settings, &entries).unwrap();
+    });
     assert_eq!(counts(&lab), (0, 0));
 }
 

@@ -113,8 +113,10 @@ impl NetworkDriver for Bridge {
             Some(index) => index,
             None => {
                 configure_again(network, nl)?;
-                bridge_index(nl, &network.interface)?.ok_or_else(|| {
-                    NetworkError::Invalid(format!("bridge {} vanished", network.interface))
+                bridge_index(nl, &network.interface)?.ok_or_else(|| NetworkError::Vanished {
+                    step: "attach to the bridge",
+                    what: "bridge",
+                    name: network.interface.clone(),
                 })?
             }
         };
@@ -145,8 +147,11 @@ fn configure_again(network: &Network, nl: &mut Netlink) -> Result<(), NetworkErr
 /// Gateway addresses, up, forwarding and nftables for the network's bridge (idempotent).
 fn configure(network: &Network, nl: &mut Netlink) -> Result<(), NetworkError> {
     let bridge = &network.interface;
-    let index = bridge_index(nl, bridge)?
-        .ok_or_else(|| NetworkError::Invalid(format!("bridge {bridge} vanished")))?;
+    let index = bridge_index(nl, bridge)?.ok_or_else(|| NetworkError::Vanished {
+        step: "configure the bridge",
+        what: "bridge",
+        name: bridge.clone(),
+    })?;
     let gateways = [
         (Some(network.gateway), Some(network.subnet)),
         (network.gateway6, network.subnet6),

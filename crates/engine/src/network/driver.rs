@@ -6,12 +6,14 @@
 //! shim, or nothing), which host-side link one container's attachment makes (`host_link`,
 //! recorded in the plan before it exists), and how the container's `eth0` is made (`link`).
 //! Addresses and routes inside the container are the same for every driver (`inside.rs`).
+//! The steps several drivers take are here once: the parent link's lookup and a sublink made
+//! straight inside the container's namespace (`sublink`, macvlan and ipvlan), gateways.
 //! Privileges: root. Tests: crates/engine/tests/priv_network.rs.
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
 
 use pier_net::ipam::Ipam;
-use pier_net::Netlink;
+use pier_net::{NetError, Netlink};
 
 use super::{bridge, ipvlan, macvlan, Attachment, Driver, Network, NetworkError, NetworkSpec};
 
@@ -30,8 +32,10 @@ pub(super) trait NetworkDriver: Sync {
     /// past failures and returns them all.
     fn remove(&self, network: &Network, others: &[Network], nl: &mut Netlink) -> Vec<NetworkError>;
 
-    /// The host-side link an attachment makes, if any.
-    fn host_link(&self, network: &Network, container_id: &str) -> Option<String>;
+    /// The host-side link an attachment makes, if any (sublinks of a parent make none).
+    fn host_link(&self, _network: &Network, _container_id: &str) -> Option<String> {
+        None
+    }
 
     /// The gateways of the container's default routes (none: a route via the link itself).
     fn gateways(&self, network: &Network) -> Vec<IpAddr> {
@@ -69,6 +73,18 @@ pub(super) fn parent_index(nl: &mut Netlink, parent: &str) -> Result<u32, Networ
     nl.link_index(parent)
         .map_err(NetworkError::net("look up the parent interface"))?
         .ok_or_else(|| NetworkError::NoParent(parent.to_string()))
+}
+
+/// Creates the container's sublink of the network's parent link (`create` gets the parent's
+/// index), refused by name when the parent is gone; `what` names the link in the error.
+pub(super) fn sublink(
+    nl: &mut Netlink,
+    network: &Network,
+    what: &str,
+    create: impl FnOnce(&mut Netlink, u32) -> Result<(), NetError>,
+) -> Result<(), NetworkError> {
+    let parent = parent_index(nl, &network.interface)?;
+    create(nl, parent).map_err(NetworkError::net(format!("create the container's {what}")))
 }
 
 /// `--parent`, required by the sublink drivers (macvlan, ipvlan).

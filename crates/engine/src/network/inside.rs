@@ -45,7 +45,11 @@ fn configure_here(attachment: &Attachment) -> Result<(), NetworkError> {
     let link = nl
         .link_index(name)
         .map_err(NetworkError::net("look up the container link"))?
-        .ok_or_else(|| NetworkError::Invalid(format!("container link {name} was not created")))?;
+        .ok_or_else(|| NetworkError::Vanished {
+            step: "configure the container link",
+            what: "container link",
+            name: name.clone(),
+        })?;
     for &(ip, prefix) in &attachment.addresses {
         nl.add_address(link, ip, prefix)
             .map_err(NetworkError::net(format!("address {name}")))?;

@@ -15,7 +15,7 @@ use std::os::fd::BorrowedFd;
 use pier_net::ipam::Ipam;
 use pier_net::{IpvlanMode, NetError, Netlink};
 
-use super::driver::{every_gateway, parent_index, refuse, required_parent, NetworkDriver};
+use super::driver::{every_gateway, parent_index, refuse, required_parent, sublink, NetworkDriver};
 use super::{Attachment, Network, NetworkError, NetworkSpec};
 
 /// ipvlan sublinks.
@@ -84,10 +84,6 @@ impl NetworkDriver for Ipvlan {
         Vec::new()
     }
 
-    fn host_link(&self, _network: &Network, _container_id: &str) -> Option<String> {
-        None
-    }
-
     fn gateways(&self, network: &Network) -> Vec<IpAddr> {
         match mode(network.ipvlan_mode.as_deref()) {
             Ok(IpvlanMode::L3) => Vec::new(),
@@ -102,10 +98,10 @@ impl NetworkDriver for Ipvlan {
         nl: &mut Netlink,
         netns: BorrowedFd<'_>,
     ) -> Result<(), NetworkError> {
-        let parent = parent_index(nl, &network.interface)?;
         let mode = mode(network.ipvlan_mode.as_deref())?;
-        nl.create_ipvlan_in(&attachment.container_link, parent, mode, Some(netns))
-            .map_err(NetworkError::net("create the container's ipvlan"))
+        sublink(nl, network, "ipvlan", |nl, parent| {
+            nl.create_ipvlan_in(&attachment.container_link, parent, mode, Some(netns))
+        })
     }
 }
 

@@ -15,7 +15,7 @@ use std::os::fd::BorrowedFd;
 use pier_net::ipam::{Ipam, Range};
 use pier_net::{Netlink, Route};
 
-use super::driver::{parent_index, refuse, required_parent, NetworkDriver};
+use super::driver::{parent_index, refuse, required_parent, sublink, NetworkDriver};
 use super::{Attachment, Network, NetworkError, NetworkSpec, HOST_SHIM_OWNER};
 
 /// macvlan sublinks in bridge mode.
@@ -66,10 +66,6 @@ impl NetworkDriver for Macvlan {
             .collect()
     }
 
-    fn host_link(&self, _network: &Network, _container_id: &str) -> Option<String> {
-        None
-    }
-
     fn link(
         &self,
         network: &Network,
@@ -77,9 +73,9 @@ impl NetworkDriver for Macvlan {
         nl: &mut Netlink,
         netns: BorrowedFd<'_>,
     ) -> Result<(), NetworkError> {
-        let parent = parent_index(nl, &network.interface)?;
-        nl.create_macvlan_in(&attachment.container_link, parent, Some(netns))
-            .map_err(NetworkError::net("create the container's macvlan"))
+        sublink(nl, network, "macvlan", |nl, parent| {
+            nl.create_macvlan_in(&attachment.container_link, parent, Some(netns))
+        })
     }
 }
 
@@ -103,7 +99,11 @@ fn make_shim(
     let index = nl
         .link_index(shim)
         .map_err(step("look up"))?
-        .ok_or_else(|| NetworkError::Invalid(format!("host shim {shim} vanished")))?;
+        .ok_or_else(|| NetworkError::Vanished {
+            step: "make the host shim",
+            what: "host shim",
+            name: shim.to_string(),
+        })?;
     nl.add_address(index, address, if address.is_ipv4() { 32 } else { 128 })
         .map_err(step("address"))?;
     nl.set_up(index, true).map_err(step("bring up"))?;

@@ -10,7 +10,7 @@
 //! is idempotent: it deletes whatever of the plan exists and releases the leases, so teardown, a
 //! second teardown and crash recovery are the same call; [`Networks::release`] frees only the
 //! leases, for a teardown after the container's namespace is gone (its links went with it). Drivers (bridge, macvlan, ipvlan) share one
-//! trait ([`driver::NetworkDriver`]), one file each; `store.rs` keeps the records, `check.rs`
+//! trait (`driver::NetworkDriver`), one file each; `store.rs` keeps the records, `check.rs`
 //! refuses a bad `create` before anything exists, `inside.rs` configures the container's side.
 //! A network's record is saved before its host objects (bridge, shim) are made, naming them, so
 //! `pier network rm` can always find them; a failed create undoes both. If the bridge of a
@@ -130,6 +130,13 @@ pub enum NetworkError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// A link pier made or looked up a moment ago is gone at the next step.
+    #[error("{step}: {what} {name} vanished")]
+    Vanished {
+        step: &'static str,
+        what: &'static str,
+        name: String,
+    },
     #[error("subnet {subnet} overlaps {other} ({owner}); choose another {flag}")]
     Overlap {
         subnet: Subnet,

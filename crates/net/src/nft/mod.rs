@@ -198,12 +198,7 @@ impl Table {
         step: &'static str,
     ) -> Result<String, NftError> {
         let mut script = String::new();
-        for map in [
-            rules::DNAT4,
-            rules::DNAT4_ANY,
-            rules::DNAT6,
-            rules::DNAT6_ANY,
-        ] {
+        for map in rules::DNAT_MAPS {
             let mut elems = Vec::new();
             for m in mappings.iter().filter(|m| m.map() == map) {
                 m.check(step)?;
@@ -252,12 +247,7 @@ impl Table {
     /// Every published element with its owner ("" when uncommented); empty without the table.
     pub fn published(&self) -> Result<Vec<(Mapping, String)>, NftError> {
         let mut out = Vec::new();
-        for map in [
-            rules::DNAT4,
-            rules::DNAT4_ANY,
-            rules::DNAT6,
-            rules::DNAT6_ANY,
-        ] {
+        for map in rules::DNAT_MAPS {
             let Some(listing) = run::list("list published", &["map", FAMILY, TABLE, map])? else {
                 continue;
             };

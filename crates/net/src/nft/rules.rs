@@ -13,6 +13,8 @@ pub(crate) const DNAT4: &str = "pier_dnat4";
 pub(crate) const DNAT4_ANY: &str = "pier_dnat4_any";
 pub(crate) const DNAT6: &str = "pier_dnat6";
 pub(crate) const DNAT6_ANY: &str = "pier_dnat6_any";
+/// Every DNAT map, in the order scripts and listings go through them.
+pub(crate) const DNAT_MAPS: [&str; 4] = [DNAT4, DNAT4_ANY, DNAT6, DNAT6_ANY];
 pub(crate) const SUBNETS4: &str = "pier_subnets4";
 pub(crate) const SUBNETS6: &str = "pier_subnets6";
 pub(crate) const BRIDGES: &str = "pier_bridges";

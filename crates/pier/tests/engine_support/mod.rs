@@ -17,44 +17,19 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use tempfile::TempDir;
 
-/// The pier binary under test.
-pub const PIER: &str = env!("CARGO_BIN_EXE_pier");
+// What every black-box test of the binary needs (the binary, root or skip, temp dirs, unique
+// names, commands run to the end through files) lives in the support of tests/cli_*.rs.
+#[path = "../support/mod.rs"]
+mod cli;
+pub use cli::{describe, finish, require_root, temp_dir, unique_id as unique, PIER};
+
 /// Docker's exit code for pier's own failures.
 pub const ENGINE_FAILED: i32 = 125;
-
-/// True when the test may go on; false (after printing why) when it must skip. Under `CI=true`
-/// a missing privilege fails the test instead.
-pub fn require_root(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{test} needs root, and CI=true forbids skipping it");
-    }
-    eprintln!("skipping {test}: needs root");
-    false
-}
-
-/// A name no other test (or run) uses: `pier-test-<tag>-<pid>-<n>`.
-pub fn unique(tag: &str) -> String {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("pier-test-{tag}-{}-{n}", std::process::id())
-}
-
-/// A `pier-test-` temp dir.
-pub fn temp_dir() -> TempDir {
-    tempfile::Builder::new()
-        .prefix("pier-test-")
-        .tempdir()
-        .expect("creating a temp dir")
-}
 
 /// Runs a host tool, asserting it succeeds; its stdout.
 pub fn sh(program: &str, args: &[&str]) -> String {
@@ -433,41 +408,6 @@ pub fn cgroup_v1_file(pid: i32, controller: &str, file: &str) -> String {
         .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()))
         .trim()
         .to_string()
-}
-
-/// Runs a command to the end with stdout and stderr in files, not pipes: a detached container's
-/// monitor may inherit pier's descriptors and would hold a pipe open.
-pub fn finish(cmd: &mut Command) -> Output {
-    let mut stdout = tempfile::tempfile().expect("stdout file");
-    let mut stderr = tempfile::tempfile().expect("stderr file");
-    let status = cmd
-        .stdout(stdout.try_clone().expect("dup stdout file"))
-        .stderr(stderr.try_clone().expect("dup stderr file"))
-        .status()
-        .expect("running pier");
-    Output {
-        status,
-        stdout: read_all(&mut stdout),
-        stderr: read_all(&mut stderr),
-    }
-}
-
-fn read_all(file: &mut fs::File) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    file.seek(SeekFrom::Start(0))
-        .expect("rewinding output file");
-    file.read_to_end(&mut bytes).expect("reading output file");
-    bytes
-}
-
-/// Exit status and output of a finished command, for assertion messages.
-pub fn describe(out: &Output) -> String {
-    format!(
-        "{}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// stdout of a finished command as text.

@@ -14,9 +14,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::nat::Strict;
-use super::plan::{self, Pair};
-use super::{apply, ebpf, nat, proxy, Entry, Publish, PublishError, Published, Settings, Target};
-use crate::{PortMapping, Protocol};
+use super::plan::Pair;
+use super::{ebpf, nat, proxy, Engine, Entry, PublishError, Settings, Target};
+use crate::Protocol;
 
 /// Whether the fallback line was printed by this process.
 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -48,23 +48,22 @@ impl Auto {
     }
 }
 
-impl Publish for Auto {
+impl Engine for Auto {
     fn name(&self) -> &'static str {
         "auto"
     }
 
-    fn plan(
-        &self,
-        target: &Target,
-        mappings: &[PortMapping],
-    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
-        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn entries(&self, target: &Target, pairs: &[Pair]) -> Result<Vec<Entry>, PublishError> {
         let hosts = match self.ebpf {
             true => ebpf::host_addresses()?,
             false => Vec::new(),
         };
         let mut entries = Vec::new();
-        for pair in &pairs {
+        for pair in pairs {
             if self.ebpf && pair.protocol != Protocol::Sctp {
                 entries.extend(ebpf::entries_for_pair(pair, target, &hosts)?);
             } else {
@@ -76,19 +75,7 @@ impl Publish for Auto {
             }
             entries.extend(nat::entries_for(pair, target, Strict::Skip)?);
         }
-        Ok((published, entries))
-    }
-
-    fn apply_recorded(
-        &self,
-        target: &Target,
-        entries: &[Entry],
-    ) -> Result<Vec<Entry>, PublishError> {
-        apply::apply(&self.settings, target, entries)
-    }
-
-    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
-        apply::remove(&self.settings, entries)
+        Ok(entries)
     }
 }
 

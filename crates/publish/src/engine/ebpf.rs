@@ -23,9 +23,9 @@ use nix::fcntl::{Flock, FlockArg};
 use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
 use pier_bpf::{Mapping, Proto, Publisher};
 
-use super::plan::{self, Pair};
-use super::{apply, Entry, Publish, PublishError, Published, Settings, Target};
-use crate::{PortMapping, Protocol};
+use super::plan::Pair;
+use super::{Engine, Entry, PublishError, Settings, Target};
+use crate::Protocol;
 
 const ENGINE: &str = "ebpf";
 
@@ -44,35 +44,22 @@ impl Ebpf {
     }
 }
 
-impl Publish for Ebpf {
+impl Engine for Ebpf {
     fn name(&self) -> &'static str {
         ENGINE
     }
 
-    fn plan(
-        &self,
-        target: &Target,
-        mappings: &[PortMapping],
-    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
-        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn entries(&self, target: &Target, pairs: &[Pair]) -> Result<Vec<Entry>, PublishError> {
         let hosts = host_addresses()?;
         let mut entries = Vec::new();
-        for pair in &pairs {
+        for pair in pairs {
             entries.extend(entries_for_pair(pair, target, &hosts)?);
         }
-        Ok((published, entries))
-    }
-
-    fn apply_recorded(
-        &self,
-        target: &Target,
-        entries: &[Entry],
-    ) -> Result<Vec<Entry>, PublishError> {
-        apply::apply(&self.settings, target, entries)
-    }
-
-    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
-        apply::remove(&self.settings, entries)
+        Ok(entries)
     }
 }
 
@@ -324,22 +311,10 @@ pub(crate) fn remove_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn target(addrs: &[&str]) -> Target {
-        Target {
-            container_id: "c1".into(),
-            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-            bridge: None,
-        }
-    }
+    use crate::engine::plan::fixtures::{self, target};
 
     fn pair(host_ip: Option<&str>) -> Pair {
-        Pair {
-            protocol: Protocol::Tcp,
-            host_ip: host_ip.map(|h| h.parse().unwrap()),
-            host_port: 8080,
-            container_port: 80,
-        }
+        fixtures::pair(Protocol::Tcp, host_ip, (8080, 80))
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! facility is missing. Shared: `plan.rs` (ports picked and checked, owners named through
 //! `sockets.rs`) and `apply.rs` (entries describe themselves, so one all-or-nothing apply and
 //! one idempotent remove serve every engine; [`Publish::apply_recorded`] also returns the
-//! proxy children's pids for the caller to record).
+//! proxy children's pids for the caller to record). An engine file implements only the internal
+//! `Engine` trait (its name, its settings, its entries for the resolved pairs); [`Publish`] is
+//! implemented once over it, so plan, apply and remove cannot drift apart between engines.
 //! Every engine acts in the network namespace of the calling thread, and proxy children die
 //! with that thread (`PR_SET_PDEATHSIG`): apply from the thread that lives as long as the
 //! container (the monitor).
@@ -211,6 +213,43 @@ pub trait Publish: std::fmt::Debug {
     ) -> Result<Vec<Entry>, PublishError>;
     /// Removes whatever of `entries` exists (idempotent).
     fn remove(&self, entries: &[Entry]) -> Result<(), PublishError>;
+}
+
+/// What one engine adds to the steps every engine shares: its name, its settings and the entries
+/// for the resolved pairs. Resolving the mappings ([`plan::resolve`]) and making and removing
+/// entries ([`apply`]) are the same for all, so [`Publish`] is implemented once, here.
+pub(crate) trait Engine: std::fmt::Debug {
+    fn name(&self) -> &'static str;
+    fn settings(&self) -> &Settings;
+    /// The entries serving `pairs` (already resolved and checked) for `target`.
+    fn entries(&self, target: &Target, pairs: &[plan::Pair]) -> Result<Vec<Entry>, PublishError>;
+}
+
+impl<E: Engine> Publish for E {
+    fn name(&self) -> &'static str {
+        Engine::name(self)
+    }
+
+    fn plan(
+        &self,
+        target: &Target,
+        mappings: &[PortMapping],
+    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
+        let (published, pairs) = plan::resolve(self.settings(), target, mappings)?;
+        Ok((published, self.entries(target, &pairs)?))
+    }
+
+    fn apply_recorded(
+        &self,
+        target: &Target,
+        entries: &[Entry],
+    ) -> Result<Vec<Entry>, PublishError> {
+        apply::apply(self.settings(), target, entries)
+    }
+
+    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
+        apply::remove(self.settings(), entries)
+    }
 }
 
 /// `--publish-mode` names.

@@ -20,8 +20,8 @@ use pier_net::nft::{self, Table};
 use pier_net::Subnet;
 
 use super::plan::{self, Pair};
-use super::{apply, Entry, Publish, PublishError, Published, Settings, Target};
-use crate::{PortMapping, Protocol};
+use super::{Engine, Entry, PublishError, Settings, Target};
+use crate::Protocol;
 
 const ENGINE: &str = "nat";
 
@@ -53,34 +53,21 @@ pub(crate) fn ensure() -> Result<(), PublishError> {
     })
 }
 
-impl Publish for Nat {
+impl Engine for Nat {
     fn name(&self) -> &'static str {
         ENGINE
     }
 
-    fn plan(
-        &self,
-        target: &Target,
-        mappings: &[PortMapping],
-    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
-        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn entries(&self, target: &Target, pairs: &[Pair]) -> Result<Vec<Entry>, PublishError> {
         let mut entries = Vec::new();
-        for pair in &pairs {
+        for pair in pairs {
             entries.extend(entries_for(pair, target, Strict::Refuse)?);
         }
-        Ok((published, entries))
-    }
-
-    fn apply_recorded(
-        &self,
-        target: &Target,
-        entries: &[Entry],
-    ) -> Result<Vec<Entry>, PublishError> {
-        apply::apply(&self.settings, target, entries)
-    }
-
-    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
-        apply::remove(&self.settings, entries)
+        Ok(entries)
     }
 }
 
@@ -262,22 +249,10 @@ pub(crate) fn remove_entries(mappings: &[nft::Mapping]) -> Result<(), PublishErr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn target(addrs: &[&str]) -> Target {
-        Target {
-            container_id: "c1".into(),
-            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-            bridge: None,
-        }
-    }
+    use crate::engine::plan::fixtures::{self, target};
 
     fn pair(host_ip: Option<&str>) -> Pair {
-        Pair {
-            protocol: Protocol::Udp,
-            host_ip: host_ip.map(|h| h.parse().unwrap()),
-            host_port: 5353,
-            container_port: 53,
-        }
+        fixtures::pair(Protocol::Udp, host_ip, (5353, 53))
     }
 
     #[test]

@@ -241,6 +241,31 @@ fn ephemeral_range() -> PortRange {
     .expect("a valid default range")
 }
 
+/// Targets and pairs for the engines' unit tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+
+    /// A container `c1` with `addrs`, on no bridge.
+    pub(crate) fn target(addrs: &[&str]) -> Target {
+        Target {
+            container_id: "c1".into(),
+            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+            bridge: None,
+        }
+    }
+
+    /// `[host_ip:]host_port:container_port/protocol`, resolved.
+    pub(crate) fn pair(protocol: Protocol, host_ip: Option<&str>, ports: (u16, u16)) -> Pair {
+        Pair {
+            protocol,
+            host_ip: host_ip.map(|h| h.parse().unwrap()),
+            host_port: ports.0,
+            container_port: ports.1,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

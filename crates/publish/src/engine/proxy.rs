@@ -3,7 +3,7 @@
 //!
 //! Theory of operation: a child is started as dockerd starts docker-proxy
 //! (`<proxy_binary> proxy -proto P -host-ip A -host-port N -container-ip C -container-port M`),
-//! with a pipe as fd 3 that it answers "0\n" (listening) or "1\n<error>" on and then closes,
+//! with a pipe as fd 3 that it answers `"0\n"` (listening) or `"1\n<error>"` on and then closes,
 //! `PR_SET_PDEATHSIG(SIGKILL)` so it dies with the thread that started it (the engine's
 //! monitor), and `PIER_CONTAINER_ID` in its environment so a conflicting publish can name the
 //! container. A wildcard front is two children, `0.0.0.0` and `::` (pier proxy sets
@@ -20,10 +20,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::plan::{self, Pair};
+use super::plan::Pair;
 use super::sockets::CONTAINER_ENV;
-use super::{apply, ebpf, Entry, Publish, PublishError, Published, Settings, Target};
-use crate::{PortMapping, Protocol};
+use super::{ebpf, Engine, Entry, PublishError, Settings, Target};
+use crate::Protocol;
 
 const ENGINE: &str = "proxy";
 
@@ -41,38 +41,25 @@ impl ProxyEngine {
     }
 }
 
-impl Publish for ProxyEngine {
+impl Engine for ProxyEngine {
     fn name(&self) -> &'static str {
         ENGINE
     }
 
-    fn plan(
-        &self,
-        target: &Target,
-        mappings: &[PortMapping],
-    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
-        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+    fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    fn entries(&self, target: &Target, pairs: &[Pair]) -> Result<Vec<Entry>, PublishError> {
         let mut entries = Vec::new();
-        for pair in &pairs {
+        for pair in pairs {
             let fronts = match pair.host_ip.filter(|ip| !ip.is_unspecified()) {
                 Some(ip) => vec![ip],
                 None => both_families(Ipv4Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED),
             };
             entries.extend(entries_for(pair, target, &fronts)?);
         }
-        Ok((published, entries))
-    }
-
-    fn apply_recorded(
-        &self,
-        target: &Target,
-        entries: &[Entry],
-    ) -> Result<Vec<Entry>, PublishError> {
-        apply::apply(&self.settings, target, entries)
-    }
-
-    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
-        apply::remove(&self.settings, entries)
+        Ok(entries)
     }
 }
 
@@ -138,14 +125,7 @@ pub(crate) fn spawn(
     host: SocketAddr,
     target: SocketAddr,
 ) -> Result<(i32, u64), PublishError> {
-    let io = |step| {
-        move |source| PublishError::Proxy {
-            step,
-            host,
-            protocol,
-            source,
-        }
-    };
+    let io = |step| proxy_err(step, protocol, host);
     let (mut status, write) = std::io::pipe().map_err(io("make the status pipe"))?;
     let mut cmd = Command::new(&settings.proxy_binary);
     cmd.args(args(protocol, host, target))
@@ -179,6 +159,20 @@ pub(crate) fn spawn(
     Ok((pid, started))
 }
 
+/// The error of `step` for the child serving `protocol` on `host`.
+fn proxy_err(
+    step: &'static str,
+    protocol: Protocol,
+    host: SocketAddr,
+) -> impl FnOnce(std::io::Error) -> PublishError {
+    move |source| PublishError::Proxy {
+        step,
+        host,
+        protocol,
+        source,
+    }
+}
+
 /// Field 22 of /proc/PID/stat (the comm field may hold spaces and parentheses).
 fn start_time(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -202,14 +196,7 @@ pub(crate) fn stop(
     let Some(pid) = pid else {
         return Ok(());
     };
-    let io = |step| {
-        move |source| PublishError::Proxy {
-            step,
-            host,
-            protocol,
-            source,
-        }
-    };
+    let io = |step| proxy_err(step, protocol, host);
     let pidfd = match pier_sys::pidfd::open(pid) {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(()),
         other => other.map_err(io("open a pidfd"))?,

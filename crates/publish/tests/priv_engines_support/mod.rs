@@ -16,6 +16,7 @@
 //!
 //! Needs root, cgroup2 at /sys/fs/cgroup/unified, nft, and the pier binary (for the proxy
 //! engine: `PIER_BINARY` or target/debug/pier next to this test's deps directory).
+//! The bpffs and cgroup: bpf_home.rs (shared with examples/publish_scale.rs).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,15 +27,16 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, send, MsgFlags};
 use pier_net::netns::NetNs;
 use pier_net::{Netlink, Route};
-use pier_publish::engine::{select, Entry, Mode, Published, Settings, Target};
+use pier_publish::engine::{select, Entry, Mode, Publish, Published, Settings, Target};
 use pier_publish::PortMapping;
 
-pub const CGROUP2: &str = "/sys/fs/cgroup/unified";
+mod bpf_home;
+pub use bpf_home::{BpfHome, CGROUP2};
+
 pub const HOST_ADDR: &str = "198.18.1.1";
 pub const OTHER_HOST_ADDR: &str = "198.18.1.5";
 pub const REMOTE_ADDR: &str = "198.18.1.2";
@@ -85,43 +87,25 @@ fn index(nl: &mut Netlink, name: &str) -> u32 {
 
 /// The namespaces, the test cgroup and the bpffs of one lab.
 pub struct Lab {
+    /// First: the pins, the bpffs and the cgroup go before the namespaces.
+    pub bpf: BpfHome,
     pub host: NetNs,
     pub c1: NetNs,
     pub c2: NetNs,
     pub remote: NetNs,
-    pub cgroup: PathBuf,
-    bpffs: tempfile::TempDir,
     pub settings: Settings,
 }
 
 impl Lab {
     pub fn new(name: &str) -> Lab {
-        let bpffs = tempfile::Builder::new()
-            .prefix("pier-test-bpffs-")
-            .tempdir()
-            .unwrap();
-        mount(
-            Some("bpf"),
-            bpffs.path(),
-            Some("bpf"),
-            MsFlags::empty(),
-            None::<&str>,
-        )
-        .unwrap();
-        let cgroup = Path::new(CGROUP2).join(format!("pier-test-{name}-{}", std::process::id()));
-        std::fs::create_dir(&cgroup).unwrap();
-        let settings = Settings {
-            bpf_pin_dir: bpffs.path().join("pier"),
-            bpf_cgroup: cgroup.clone(),
-            proxy_binary: pier_binary().unwrap_or_else(|| "pier".into()),
-        };
+        let bpf = BpfHome::new(name);
+        let settings = bpf.settings(pier_binary().unwrap_or_else(|| "pier".into()));
         let lab = Lab {
+            bpf,
             host: NetNs::new_anonymous().unwrap(),
             c1: NetNs::new_anonymous().unwrap(),
             c2: NetNs::new_anonymous().unwrap(),
             remote: NetNs::new_anonymous().unwrap(),
-            cgroup,
-            bpffs,
             settings,
         };
         for ns in [&lab.host, &lab.c1, &lab.c2, &lab.remote] {
@@ -153,21 +137,23 @@ impl Lab {
         lab
     }
 
+    /// Runs `work` on a thread in the host namespace with the engine of `mode` made there.
+    pub fn with_engine<T: Send>(
+        &self,
+        mode: Mode,
+        work: impl FnOnce(&dyn Publish) -> T + Send,
+    ) -> T {
+        self.host
+            .run(|| work(select(mode, &self.settings).unwrap().as_ref()))
+            .unwrap()
+    }
+
     pub fn target(&self) -> Target {
         Target {
             container_id: "pier-test-c1".into(),
             addresses: vec![ip(C1), ip(C1_6)],
             bridge: Some("pier-test-br".into()),
         }
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let pins = self.settings.bpf_pin_dir.clone();
-        let _ = pier_bpf::unpin_all(&pins);
-        let _ = umount2(self.bpffs.path(), MntFlags::MNT_DETACH);
-        let _ = std::fs::remove_dir(&self.cgroup);
     }
 }
 
@@ -433,7 +419,7 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
         })
         .unwrap();
     if !matches!(client, Client::Remote | Client::Remote6) {
-        std::fs::write(lab.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
+        std::fs::write(lab.bpf.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
     }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let output = child.wait_with_output().unwrap();
