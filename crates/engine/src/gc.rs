@@ -3,8 +3,8 @@
 //! Theory of operation: [`teardown`] removes, from a record, every object it names, each step
 //! idempotent and attempted even when an earlier one failed: the pier-runtime container
 //! (`delete --force` SIGKILLs the init and anything left in the cgroup, then removes the
-//! cgroup and the runtime state), the published ports, the network attachments (links and
-//! leases), the root filesystem (overlay unmounted, layers removed), a `-t` console socket. What it removed leaves
+//! cgroup and the runtime state), the published ports, the network attachments (the leases;
+//! the links go with the network namespace once its processes are gone, see `unplug`), the root filesystem (overlay unmounted, layers removed), a `-t` console socket. What it removed leaves
 //! the record; the failures are returned. The monitor calls it after the exit; `rm` and `stop`
 //! call it for a container whose monitor is dead; [`collect`] calls it for every container
 //! whose responsible process (the foreground `pier run` or the monitor) is dead while the
@@ -23,10 +23,14 @@ use crate::store::{Record, Status};
 /// Removes every object the record names; returns the failures (all steps are attempted).
 pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
     let mut errors = Vec::new();
+    let mut processes_gone = true;
     if let Some(id) = &record.runtime_id {
         match engine.runtime.delete(id, true) {
             Ok(()) | Err(pier_runtime::Error::NotExist(_)) => {}
-            Err(e) => errors.push(format!("runtime delete: {e}")),
+            Err(e) => {
+                processes_gone = false;
+                errors.push(format!("runtime delete: {e}"));
+            }
         }
     }
     if !record.publish_entries.is_empty() {
@@ -39,7 +43,7 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
     }
     record
         .attachments
-        .retain(|attachment| match engine.networks.detach(attachment) {
+        .retain(|attachment| match unplug(engine, attachment, processes_gone) {
             Ok(()) => false,
             Err(e) => {
                 errors.push(format!("detach from network {}: {e}", attachment.network));
@@ -54,6 +58,21 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
         let _ = std::fs::remove_file(crate::tty::socket_path(&record.id[..12]));
     }
     errors
+}
+
+/// Takes a container off a network. Once its processes are gone, the kernel deletes its links
+/// with its network namespace (a `container:` joiner keeps them only as long as it uses them),
+/// so only the leases need releasing; deleting a veth ourselves waits for RCU grace periods
+/// (about 20 ms, most of a bridged `run --rm`).
+fn unplug(
+    engine: &Engine,
+    attachment: &crate::network::Attachment,
+    processes_gone: bool,
+) -> Result<(), crate::network::NetworkError> {
+    match processes_gone {
+        true => engine.networks.release(attachment),
+        false => engine.networks.detach(attachment),
+    }
 }
 
 /// Tears down and settles a container whose responsible process died: marked exited, or
