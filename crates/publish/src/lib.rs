@@ -7,8 +7,8 @@
 //! Privileges: none for parsing; the proxy needs whatever binding its host port needs.
 //! Tests: unit and property tests beside the code; the proxy black-box through the binary in
 //! `crates/pier/tests/proxy_*.rs`.
-mod mapping;
 pub mod engine;
+mod mapping;
 pub mod proxy;
 
 pub use mapping::{MappingError, PortMapping, PortRange, Protocol};

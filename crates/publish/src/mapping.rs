@@ -15,7 +15,9 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 /// The transport protocol of a published port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     #[default]
