@@ -1,0 +1,237 @@
+//! The server and the pier rows as a user makes them: pong containers started by `pier run`.
+//!
+//! Theory of operation: the measured server is `pier run -d --name pier-bench-<pid>-server
+//! --network bridge --cpus N host taskset -c SET PIER bench pong` (the engine has `--cpus`; the
+//! cpuset is applied inside with taskset, which the `host` root carries). Each pier row gets a pong
+//! container of its own, identical but for `-p P:8080 --publish-mode MODE`, because the publish
+//! mode is a property of the container. Addresses come from `pier inspect` (the first IPv4 and
+//! IPv6 address found in it). Every container is removed with `pier rm -f` by the cleanup stack.
+//! The forwarder of the `proxy` mode is found as the owner of the listening socket on P.
+//!
+//! The engine's state dir is pier's default, or PIER_STATE_DIR when set (tests set it).
+//!
+//! Privileges: root. Exercised by tests/bench_net.rs.
+use super::host::{wait_listening, Cleanup, Undo};
+use super::peers::{Ready, RowKind, Setup};
+use super::topo::{Server, SERVER_PORT};
+use anyhow::Context;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The default bridge network's interface on the host.
+const BRIDGE: &str = "pier0";
+
+/// Starts the measured pong container.
+pub fn server(
+    cleanup: &mut Cleanup,
+    pier: &Path,
+    cpuset: &str,
+    cpus: &str,
+) -> anyhow::Result<Server> {
+    let name = format!("pier-bench-{}-server", std::process::id());
+    let (addr, addr6) = run_pong(cleanup, pier, &name, cpuset, cpus, &[])?;
+    Ok(Server {
+        addr,
+        addr6,
+        iface: BRIDGE.to_string(),
+        how: format!(
+            "pier run -d --network bridge --cpus {cpus} host taskset -c {cpuset} pier bench pong"
+        ),
+    })
+}
+
+/// A pong container published on `port` with the row's mode.
+pub fn published(
+    kind: RowKind,
+    port: u16,
+    setup: &Setup,
+    cleanup: &mut Cleanup,
+) -> anyhow::Result<Ready> {
+    let mode = match kind {
+        RowKind::PierAuto => "auto",
+        RowKind::PierNat => "nat",
+        _ => "proxy",
+    };
+    let name = format!("pier-bench-{}-{mode}", std::process::id());
+    let publish = match setup.listen {
+        IpAddr::V6(_) => format!("[::]:{port}:{SERVER_PORT}"),
+        IpAddr::V4(_) => format!("{port}:{SERVER_PORT}"),
+    };
+    let extra = ["-p", publish.as_str(), "--publish-mode", mode];
+    let cpus = setup.cpus;
+    run_pong(cleanup, setup.pier, &name, setup.cpuset, cpus, &extra)?;
+    let loopback: IpAddr = match setup.listen {
+        IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+    };
+    let target = SocketAddr::new(loopback, port);
+    let forwarders = if mode == "proxy" {
+        listener_pids(port)
+    } else {
+        vec![]
+    };
+    if mode == "proxy" && forwarders.is_empty() {
+        anyhow::bail!("no process listens on port {port} for --publish-mode proxy");
+    }
+    let command = format!("pier run -d -p {publish} --publish-mode {mode} … host … bench pong");
+    Ok(Ready {
+        target,
+        forwarders,
+        command,
+    })
+}
+
+/// `pier run -d` of a pong container; returns its addresses once it answers.
+fn run_pong(
+    cleanup: &mut Cleanup,
+    pier: &Path,
+    name: &str,
+    cpuset: &str,
+    cpus: &str,
+    extra: &[&str],
+) -> anyhow::Result<(Ipv4Addr, Option<Ipv6Addr>)> {
+    let pier_text = pier.display().to_string();
+    let mut args = vec![
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "bridge",
+        "--cpus",
+        cpus,
+    ];
+    args.extend_from_slice(extra);
+    let port = SERVER_PORT.to_string();
+    args.extend([
+        "host", "taskset", "-c", cpuset, &pier_text, "bench", "pong", "--port", &port,
+    ]);
+    cleanup.push(Undo::Command(
+        pier_text.clone(),
+        vec!["rm".into(), "-f".into(), name.into()],
+    ));
+    pier_output(pier, &args).with_context(|| format!("pier {}", args.join(" ")))?;
+    let inspect = pier_output(pier, &["inspect", name])?;
+    let json: serde_json::Value = serde_json::from_str(&inspect).context("parsing pier inspect")?;
+    let mut found = Vec::new();
+    addresses(&json, &mut found);
+    let addr = found
+        .iter()
+        .find_map(|a| match a {
+            IpAddr::V4(v4) if !v4.is_loopback() && !v4.is_unspecified() => Some(*v4),
+            _ => None,
+        })
+        .with_context(|| format!("no IPv4 address in `pier inspect {name}`"))?;
+    let addr6 = found.iter().find_map(|a| match a {
+        IpAddr::V6(v6) if !v6.is_loopback() && !v6.is_unspecified() => Some(*v6),
+        _ => None,
+    });
+    wait_listening((addr, SERVER_PORT).into(), None, Duration::from_secs(5))
+        .with_context(|| format!("pong in container {name} does not answer"))?;
+    Ok((addr, addr6))
+}
+
+/// Runs pier with `args`; its stdout, or its stderr as the error.
+fn pier_output(pier: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new(pier)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", pier.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Every string in `json` that is an IP address (or an address/prefix), in document order.
+fn addresses(json: &serde_json::Value, found: &mut Vec<IpAddr>) {
+    match json {
+        serde_json::Value::String(s) => {
+            let bare = s.split('/').next().unwrap_or(s);
+            if let Ok(ip) = bare.parse() {
+                found.push(ip);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| addresses(v, found)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| addresses(v, found)),
+        _ => {}
+    }
+}
+
+/// Pids of the processes holding a listening TCP socket on `port` (IPv4 or IPv6).
+pub fn listener_pids(port: u16) -> Vec<i32> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let listening = *state == "0A";
+            let on_port = local
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+                == Some(port);
+            if listening && on_port {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    owners(&inodes)
+}
+
+fn owners(sockets: &[String]) -> Vec<i32> {
+    let mut pids = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return pids;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| sockets.iter().any(|s| target.as_os_str() == s.as_str()))
+        });
+        if holds {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_found_anywhere_in_inspect() {
+        let json = serde_json::json!({
+            "name": "x",
+            "networks": [{"name": "bridge", "ip": "198.18.0.2/24", "ip6": "2001:2::2"}],
+            "gateway": "198.18.0.1"
+        });
+        let mut found = Vec::new();
+        addresses(&json, &mut found);
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[0], "198.18.0.2".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn own_listener_is_found() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        assert!(listener_pids(port).contains(&(std::process::id() as i32)));
+    }
+}
