@@ -62,9 +62,12 @@ pub struct Args {
     /// CPU limit of the pier containers (`pier run --cpus`)
     #[arg(long, default_value = "1")]
     cpus: String,
-    /// First host port; row N publishes on PORT+N
+    /// First host port; the Nth row of the full list (host=0 … haproxy=8) listens on PORT+N
     #[arg(long, default_value_t = 18080)]
     port: u16,
+    /// What the client does: http (wrk against the pong server)
+    #[arg(long, value_enum, default_value_t = Workload::Http)]
+    workload: Workload,
     /// Also write the results as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -79,6 +82,11 @@ pub enum Client {
     Local,
     Remote,
     Ipv6,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Workload {
+    Http,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,11 +109,11 @@ pub struct Row {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    let wrk = which("wrk").context("wrk is not installed (or not in PATH): apt install wrk")?;
     anyhow::ensure!(
         nix::unistd::geteuid().is_root(),
         "pier bench net needs root: it makes namespaces, veths and iptables rules"
     );
-    let wrk = which("wrk").context("wrk is not installed (or not in PATH): apt install wrk")?;
     let pier = std::env::current_exe().context("locating the pier binary")?;
     interrupt::install(&load::RUNNING)?;
     topo::sweep_stale();
@@ -212,8 +220,8 @@ fn prepare_rows(
     cleanup: &mut Cleanup,
 ) -> (Vec<Row>, Vec<(RowKind, String)>) {
     let (mut rows, mut skipped) = (Vec::new(), Vec::new());
-    let wanted = RowKind::ALL.into_iter().filter(|k| args.rows.contains(k));
-    for (n, kind) in wanted.enumerate() {
+    let all = RowKind::ALL.into_iter().enumerate();
+    for (n, kind) in all.filter(|(_, k)| args.rows.contains(k)) {
         if let Some(reason) = peers::skip_reason(kind, setup) {
             skipped.push((kind, reason));
             continue;
