@@ -34,7 +34,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenObject};
 use nix::mount::{mount, MsFlags};
 use nix::sys::statfs::{statfs, FsType};
 
@@ -42,6 +42,10 @@ use nix::sys::statfs::{statfs, FsType};
 pub const PIN_DIR: &str = "/sys/fs/bpf/pier";
 /// The name of the publish map, and of its pin under the pin dir.
 pub const PUBLISH_MAP: &str = "pier_publish";
+/// The name of the map (and pin) naming, per published key, the container that published it.
+pub const OWNER_MAP: &str = "pier_owner";
+/// Bytes of an owner id in [`OWNER_MAP`] (longer ids are cut).
+const OWNER_LEN: usize = 64;
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/publish.bpf.o"));
 const IPPROTO_TCP: u8 = 6;
@@ -118,6 +122,13 @@ pub enum Error {
         map: String,
         source: libbpf_rs::Error,
     },
+    #[error("the BPF object has no 8-byte .rodata for host_netns_cookie (rebuild pier-bpf)")]
+    Rodata,
+    #[error("reading map {map}: {source}")]
+    Lookup {
+        map: String,
+        source: libbpf_rs::Error,
+    },
     #[error("mounting bpffs at {path}: {source}")]
     Mount { path: PathBuf, source: io::Error },
 }
@@ -180,6 +191,39 @@ impl Mapping {
     }
 }
 
+fn owner_text(raw: &[u8]) -> String {
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+/// The address in map form back to an `IpAddr` (v4-mapped to IPv4, all zeros to 0.0.0.0).
+fn from_map_addr(raw: &[u8]) -> Option<IpAddr> {
+    let octets: [u8; 16] = raw.get(..16)?.try_into().ok()?;
+    let v6 = std::net::Ipv6Addr::from(octets);
+    Some(match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4),
+        None if v6.is_unspecified() => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        None => IpAddr::V6(v6),
+    })
+}
+
+impl Mapping {
+    /// The mapping a raw key and value describe (`None` for an unknown protocol or short value).
+    fn from_raw(key: &[u8], value: &[u8]) -> Option<Self> {
+        let port = |raw: &[u8]| Some(u16::from_be_bytes(raw.get(16..18)?.try_into().ok()?));
+        let proto = match *key.get(18)? {
+            IPPROTO_TCP => Proto::Tcp,
+            IPPROTO_UDP => Proto::Udp,
+            _ => return None,
+        };
+        Some(Self {
+            proto,
+            host: SocketAddr::new(from_map_addr(key)?, port(key)?),
+            target: SocketAddr::new(from_map_addr(value)?, port(value)?),
+        })
+    }
+}
+
 /// The loaded and pinned programs (hold it to attach; pins keep them alive after it is dropped).
 #[derive(Debug)]
 pub struct Programs {
@@ -188,13 +232,20 @@ pub struct Programs {
 }
 
 impl Programs {
-    /// Load the object once and pin every program and map under `pin_dir` (which must be on a bpffs).
+    /// Load the object once and pin every program and map under `pin_dir` (which must be on a bpffs);
+    /// "host" sockets are those of the initial network namespace.
     pub fn load_and_pin(pin_dir: &Path) -> Result<Self, Error> {
-        let mut object = ObjectBuilder::default()
+        Self::load_and_pin_for(pin_dir, 0)
+    }
+
+    /// Like [`Programs::load_and_pin`], with "host" sockets being those of the network namespace whose
+    /// cookie is `host_netns_cookie` (0: the initial one). pier passes the namespace it runs in.
+    pub fn load_and_pin_for(pin_dir: &Path, host_netns_cookie: u64) -> Result<Self, Error> {
+        let mut open = ObjectBuilder::default()
             .open_memory(OBJECT)
-            .map_err(Error::Open)?
-            .load()
-            .map_err(Error::Load)?;
+            .map_err(Error::Open)?;
+        set_host_netns(&mut open, host_netns_cookie)?;
+        let mut object = open.load().map_err(Error::Load)?;
         std::fs::create_dir_all(pin_dir).map_err(|source| Error::PinDir {
             path: pin_dir.to_owned(),
             source,
@@ -216,7 +267,12 @@ impl Programs {
                 source,
             })?;
         }
-        for mut map in object.maps_mut() {
+        // Internal maps (`<obj>.rodata`) are not pinned: bpffs refuses names with a dot, and the
+        // programs hold them.
+        for mut map in object
+            .maps_mut()
+            .filter(|m| !m.name().to_string_lossy().contains('.'))
+        {
             let name = map.name().to_string_lossy().into_owned();
             let path = pin_dir.join(&name);
             map.pin(&path).map_err(|source| Error::PinMap {
@@ -262,6 +318,20 @@ impl Programs {
     pub fn publisher(&self) -> Result<Publisher, Error> {
         Publisher::open(&self.pin_dir)
     }
+}
+
+/// Writes the cookie into the object's `.rodata`, whose only variable is `host_netns_cookie`.
+fn set_host_netns(open: &mut OpenObject, cookie: u64) -> Result<(), Error> {
+    let mut rodata = open
+        .maps_mut()
+        .find(|m| m.name().to_string_lossy().ends_with(".rodata"))
+        .ok_or(Error::Rodata)?;
+    let value = rodata.initial_value_mut().ok_or(Error::Rodata)?;
+    if value.len() != 8 {
+        return Err(Error::Rodata);
+    }
+    value.copy_from_slice(&cookie.to_ne_bytes());
+    Ok(())
 }
 
 const LINK_PREFIX: &str = "link-";
@@ -329,18 +399,60 @@ pub fn unpin_all(pin_dir: &Path) -> Result<(), Error> {
 #[derive(Debug)]
 pub struct Publisher {
     map: MapHandle,
+    owners: MapHandle,
+}
+
+fn open_pinned(pin_dir: &Path, name: &str) -> Result<MapHandle, Error> {
+    let path = pin_dir.join(name);
+    MapHandle::from_pinned_path(&path).map_err(|source| Error::OpenMap {
+        map: name.into(),
+        path,
+        source,
+    })
 }
 
 impl Publisher {
-    /// Open the map pinned under `pin_dir` by [`Programs::load_and_pin`].
+    /// Open the maps pinned under `pin_dir` by [`Programs::load_and_pin`].
     pub fn open(pin_dir: &Path) -> Result<Self, Error> {
-        let path = pin_dir.join(PUBLISH_MAP);
-        let map = MapHandle::from_pinned_path(&path).map_err(|source| Error::OpenMap {
+        Ok(Self {
+            map: open_pinned(pin_dir, PUBLISH_MAP)?,
+            owners: open_pinned(pin_dir, OWNER_MAP)?,
+        })
+    }
+
+    /// Publish `m` for container `owner` (recorded in [`OWNER_MAP`] for [`Publisher::published`]).
+    pub fn publish_owned(&self, m: &Mapping, owner: &str) -> Result<(), Error> {
+        self.publish(m)?;
+        let mut id = [0u8; OWNER_LEN];
+        let n = owner.len().min(OWNER_LEN);
+        id[..n].copy_from_slice(&owner.as_bytes()[..n]);
+        self.owners
+            .update(&m.key(), &id, MapFlags::ANY)
+            .map_err(|source| Error::Update {
+                host: m.host,
+                proto: m.proto,
+                map: OWNER_MAP.into(),
+                source,
+            })
+    }
+
+    /// Every published entry with its owner ("" when it has none): (host, protocol, target, owner).
+    pub fn published(&self) -> Result<Vec<(Mapping, String)>, Error> {
+        let err = |source| Error::Lookup {
             map: PUBLISH_MAP.into(),
-            path,
             source,
-        })?;
-        Ok(Self { map })
+        };
+        let mut out = Vec::new();
+        for key in self.map.keys() {
+            let Some(value) = self.map.lookup(&key, MapFlags::ANY).map_err(err)? else {
+                continue;
+            };
+            let owner = self.owners.lookup(&key, MapFlags::ANY).map_err(err)?;
+            if let Some(m) = Mapping::from_raw(&key, &value) {
+                out.push((m, owner.map(|o| owner_text(&o)).unwrap_or_default()));
+            }
+        }
+        Ok(out)
     }
 
     /// Publish `m`; fails with [`Error::AlreadyPublished`] if its (address, port, protocol) already is.
@@ -367,6 +479,16 @@ impl Publisher {
 
     /// Remove `m`; removing a port that is not published is not an error (teardown is idempotent).
     pub fn unpublish(&self, m: &Mapping) -> Result<(), Error> {
+        if let Err(e) = self.owners.delete(&m.key()) {
+            if e.kind() != libbpf_rs::ErrorKind::NotFound {
+                return Err(Error::Delete {
+                    host: m.host,
+                    proto: m.proto,
+                    map: OWNER_MAP.into(),
+                    source: e,
+                });
+            }
+        }
         match self.map.delete(&m.key()) {
             Err(e) if e.kind() != libbpf_rs::ErrorKind::NotFound => Err(Error::Delete {
                 host: m.host,
@@ -422,6 +544,23 @@ mod tests {
         let mut value = [0u8; 20];
         value[10..18].copy_from_slice(&[0xff, 0xff, 198, 18, 0, 2, 0, 80]);
         assert_eq!(m.value(), value);
+    }
+
+    #[test]
+    fn raw_key_and_value_read_back() {
+        let m = Mapping {
+            proto: Proto::Tcp,
+            host: "0.0.0.0:8080".parse().unwrap(),
+            target: "198.18.0.2:80".parse().unwrap(),
+        };
+        assert_eq!(Mapping::from_raw(&m.key(), &m.value()), Some(m));
+        let v6 = Mapping {
+            proto: Proto::Udp,
+            host: "[::1]:53".parse().unwrap(),
+            target: "[2001:2::2]:53".parse().unwrap(),
+        };
+        assert_eq!(Mapping::from_raw(&v6.key(), &v6.value()), Some(v6));
+        assert_eq!(owner_text(b"abc\0\0"), "abc");
     }
 
     #[test]

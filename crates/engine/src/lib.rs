@@ -19,11 +19,17 @@
 //! Privileges: root. Tests: unit tests beside the code; black-box tests of the binary in
 //! crates/pier/tests/engine_*.rs; library tests in crates/engine/tests/priv_*.rs.
 pub mod config;
+pub mod crash;
 pub mod dns;
 pub mod engine;
+mod gc;
+pub mod logs;
+pub mod monitor;
 pub mod network;
 pub mod rootfs;
+mod run;
 pub mod spec;
+pub mod store;
 
 use std::path::PathBuf;
 

@@ -58,7 +58,7 @@ fn file_error(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 }
 
 /// Network names become file names: Docker's rule, which excludes `/` and `..`.
-fn check_name(network: &str) -> Result<(), NetError> {
+pub fn check_name(network: &str) -> Result<(), NetError> {
     let mut chars = network.chars();
     let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
     let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));

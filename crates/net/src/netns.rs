@@ -1,7 +1,7 @@
 //! Network namespaces: run a closure inside one on a dedicated thread, and create anonymous ones.
 //!
 //! Theory of operation: a network namespace is a property of a thread (task), so
-//! [`NetNs::run`] spawns a scoped thread, `setns(2)`s that thread into the namespace and runs
+//! [`NetNs::run`] (or [`run_in`] for a borrowed fd) spawns a scoped thread, `setns(2)`s that thread into the namespace and runs
 //! the closure there; the thread ends with the closure, so no `?` or panic can leave any thread
 //! of pier in the wrong namespace (the caller's thread never changes). Sockets opened inside
 //! (a [`crate::Netlink`], a `TcpListener`) stay bound to that namespace after the closure
@@ -77,17 +77,7 @@ impl NetNs {
         T: Send,
         F: FnOnce() -> T + Send,
     {
-        let outcome = thread::scope(|scope| {
-            scope
-                .spawn(|| -> io::Result<T> {
-                    setns(self.fd.as_fd(), CloneFlags::CLONE_NEWNET)?;
-                    Ok(work())
-                })
-                .join()
-        });
-        outcome
-            .map_err(|_| NetError::NetnsThreadPanicked(self.name.clone()))?
-            .map_err(netns_error("setns", &self.name))
+        run_in(self.fd.as_fd(), &self.name, work)
     }
 
     /// The namespace's fd, for moving links into it or creating a veth peer inside.
@@ -99,4 +89,24 @@ impl NetNs {
     pub fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// Runs `work` on a new thread that has entered the namespace `netns` (an nsfs fd the caller
+/// holds, such as a container's), and returns its result; `name` is what errors call it.
+pub fn run_in<T, F>(netns: BorrowedFd<'_>, name: &str, work: F) -> Result<T, NetError>
+where
+    T: Send,
+    F: FnOnce() -> T + Send,
+{
+    let outcome = thread::scope(|scope| {
+        scope
+            .spawn(|| -> io::Result<T> {
+                setns(netns, CloneFlags::CLONE_NEWNET)?;
+                Ok(work())
+            })
+            .join()
+    });
+    outcome
+        .map_err(|_| NetError::NetnsThreadPanicked(name.to_string()))?
+        .map_err(netns_error("setns", name))
 }

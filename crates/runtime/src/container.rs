@@ -164,6 +164,27 @@ pub struct CreateOptions {
     pub preserve_fds: u32,
 }
 
+/// Standard streams for a container's init in place of the caller's own (the engine's monitor
+/// gives pipes it logs). Close-on-exec in the caller is fine: the init dup2s them onto 0, 1, 2.
+#[derive(Debug)]
+pub struct Stdio {
+    /// fd 0 of the container.
+    pub stdin: OwnedFd,
+    /// fd 1 of the container.
+    pub stdout: OwnedFd,
+    /// fd 2 of the container.
+    pub stderr: OwnedFd,
+}
+
+/// A created container's init, a child of the calling process (for in-process callers).
+#[derive(Debug)]
+pub struct Child {
+    /// Pid of the init in the caller's pid namespace.
+    pub pid: i32,
+    /// Pidfd of the init: wait on it and reap with `waitid(P_PIDFD)`.
+    pub pidfd: OwnedFd,
+}
+
 /// Flags of `exec`.
 #[derive(Debug, Clone)]
 pub struct ExecOptions {
@@ -216,7 +237,24 @@ pub(crate) fn open_init(record: &Record) -> Result<OwnedFd, Error> {
 impl Runtime {
     /// `create ID`.
     pub fn create(&self, id: &str, opts: &CreateOptions) -> Result<(), Error> {
-        crate::create::create(self, id, opts, false).map(drop)
+        crate::create::create(self, id, opts, false, None).map(drop)
+    }
+
+    /// `create ID` for a caller that stays in-process and becomes the init's parent (pier's
+    /// engine): returns the init's pid and pidfd. `stdio`, when given, replaces the caller's
+    /// standard streams in the container. A terminal needs `opts.console_socket`.
+    /// The caller must be single-threaded (the init is forked with `clone3`).
+    pub fn create_child(
+        &self,
+        id: &str,
+        opts: &CreateOptions,
+        stdio: Option<Stdio>,
+    ) -> Result<Child, Error> {
+        let created = crate::create::create(self, id, opts, true, stdio)?;
+        Ok(Child {
+            pid: created.pid,
+            pidfd: created.pidfd,
+        })
     }
 
     /// `start ID`.
@@ -249,7 +287,7 @@ impl Runtime {
     /// `run ID`: create + start; unless `detach`, waits and returns the exit code (128+signal
     /// when killed) after deleting the container.
     pub fn run(&self, id: &str, opts: &CreateOptions, detach: bool) -> Result<i32, Error> {
-        let created = crate::create::create(self, id, opts, !detach)?;
+        let created = crate::create::create(self, id, opts, !detach, None)?;
         if let Err(e) = self.start(id) {
             crate::create::kill_and_reap(&created.pidfd);
             let _ = self.delete(id, true);

@@ -14,7 +14,7 @@
 //! reverse ([`Undo`]): kill and reap the init, destroy the cgroup, remove the state directory.
 //!
 //! Privileges: root (namespaces, cgroups, mounts). Tests: crates/runtime/tests/priv_lifecycle.rs.
-use crate::container::{CreateOptions, Error, Runtime, State};
+use crate::container::{CreateOptions, Error, Runtime, State, Stdio};
 use crate::hooks::{self, Phase};
 use crate::init::{self, Init};
 use crate::listener::Listener;
@@ -34,6 +34,8 @@ use std::path::PathBuf;
 /// A created container, as `run` continues with it.
 #[derive(Debug)]
 pub struct Created {
+    /// Pid of the init (in this process's pid namespace).
+    pub pid: i32,
     /// Pidfd of the init (a child of this process).
     pub pidfd: OwnedFd,
 }
@@ -91,20 +93,24 @@ struct Staged {
     seccomp: Option<pier_seccomp::Program>,
     listener: Option<Listener>,
     console: Option<OwnedFd>,
+    stdio: Option<Stdio>,
     fifo: OwnedFd,
     parent_sync: sync::Sync,
     child_sync: sync::Sync,
     wait_go: bool,
 }
 
-/// `create` (and the first half of `run`, which passes `foreground`).
+/// `create` (and the first half of `run`, which passes `foreground`); `stdio` replaces the
+/// caller's standard streams in the init.
 pub fn create(
     rt: &Runtime,
     id: &str,
     opts: &CreateOptions,
     foreground: bool,
+    stdio: Option<Stdio>,
 ) -> Result<Created, Error> {
-    let staged = stage(rt, id, opts, foreground)?;
+    let mut staged = stage(rt, id, opts, foreground)?;
+    staged.stdio = stdio;
     let pid_ns = match &staged.plan.pid_join {
         Some(join) => Some(PidForChildren::enter(&join.file, &join.path)?),
         None => None,
@@ -176,6 +182,7 @@ fn stage(rt: &Runtime, id: &str, opts: &CreateOptions, foreground: bool) -> Resu
         seccomp,
         listener,
         console,
+        stdio: None,
         fifo,
         parent_sync,
         child_sync,
@@ -195,6 +202,7 @@ fn run_init(staged: Staged, opts: &CreateOptions) -> ! {
         seccomp,
         listener,
         console,
+        stdio,
         fifo,
         parent_sync,
         child_sync,
@@ -212,6 +220,7 @@ fn run_init(staged: Staged, opts: &CreateOptions) -> ! {
         sync: child_sync,
         fifo,
         console,
+        stdio,
         seccomp: seccomp.as_ref(),
         listener: listener.as_ref(),
         no_pivot: opts.no_pivot,
@@ -235,6 +244,7 @@ fn finish(
     drop(staged.child_sync);
     drop(staged.fifo);
     drop(staged.console.take());
+    drop(staged.stdio.take());
     staged.undo.init = Some(pidfd);
     let (spec, record) = (&staged.bundle.spec, &mut staged.record);
     record.state.pid = pid;
@@ -264,7 +274,7 @@ fn finish(
     }
     staged.undo.armed = false;
     let pidfd = staged.undo.init.take().expect("init pidfd recorded above");
-    Ok(Created { pidfd })
+    Ok(Created { pid, pidfd })
 }
 
 fn check_terminal(spec: &Spec, opts: &CreateOptions, foreground: bool) -> Result<(), Error> {

@@ -12,6 +12,7 @@
 //! A panic is caught so that no destructor of the parent's objects runs in the child.
 //!
 //! Privileges: those of the runtime (root). Tests: crates/runtime/tests/priv_lifecycle.rs.
+use crate::container::Stdio;
 use crate::hooks::{self, Phase};
 use crate::listener::Listener;
 use crate::namespaces::{self, Plan};
@@ -40,6 +41,8 @@ pub struct Init<'a> {
     pub fifo: OwnedFd,
     /// Connected `--console-socket`.
     pub console: Option<OwnedFd>,
+    /// Standard streams replacing the inherited ones (an in-process caller's pipes).
+    pub stdio: Option<Stdio>,
     /// Compiled seccomp filter.
     pub seccomp: Option<&'a pier_seccomp::Program>,
     /// The seccomp agent's socket, for a NOTIFY profile.
@@ -91,6 +94,9 @@ fn report(text: &str) {
 
 /// Everything up to `Created`; returns the state JSON for the startContainer hooks.
 fn prepare(init: &mut Init) -> Result<Vec<u8>, String> {
+    if let Some(stdio) = init.stdio.take() {
+        set_stdio(stdio)?;
+    }
     init.cgroup.join().map_err(|e| e.to_string())?;
     let mut state_json = init.state_json.clone();
     if init.wait_go {
@@ -135,6 +141,14 @@ fn prepare(init: &mut Init) -> Result<Vec<u8>, String> {
         .send(&Msg::Created)
         .map_err(|e| format!("report created: {e}"))?;
     Ok(state_json)
+}
+
+/// Makes the given streams fds 0, 1 and 2 (dup2 clears close-on-exec on the copies).
+fn set_stdio(stdio: Stdio) -> Result<(), String> {
+    use nix::unistd::{dup2_stderr, dup2_stdin, dup2_stdout};
+    dup2_stdin(&stdio.stdin).map_err(|e| format!("dup2 stdin: {e}"))?;
+    dup2_stdout(&stdio.stdout).map_err(|e| format!("dup2 stdout: {e}"))?;
+    dup2_stderr(&stdio.stderr).map_err(|e| format!("dup2 stderr: {e}"))
 }
 
 /// After `Created`: waits for `start`, runs startContainer hooks, execs. Returns the failure.

@@ -21,4 +21,6 @@ pub mod state;
 mod sync;
 mod wait;
 
-pub use container::{default_spec, features, CreateOptions, Error, ExecOptions, Runtime, State};
+pub use container::{
+    default_spec, features, Child, CreateOptions, Error, ExecOptions, Runtime, State, Stdio,
+};

@@ -18,6 +18,7 @@ pub mod mount;
 pub mod net;
 pub mod pidfd;
 pub mod process;
+pub mod publish;
 pub mod seccomp;
 
 /// The result of a raw syscall: a negative return is the failure whose errno is in `errno`.

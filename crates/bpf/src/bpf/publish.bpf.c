@@ -26,6 +26,10 @@
  * published on the wildcard or on loopback (not for other specific addresses).
  * Loopback matches and bind refusals apply to sockets of the host's network
  * namespace only: a container's own 127.0.0.1 and its own binds are its business.
+ * The host's namespace is the one whose cookie the loader wrote into
+ * `host_netns_cookie` (the namespace pier runs in), or the initial one when 0.
+ * `pier_owner` is not read by the programs: it names, per published key, the
+ * container that published it, so a conflicting publish can say whose port it is.
  *
  * Byte order: addresses and ports in keys and values are in network byte order,
  * exactly as the hooks see them in struct bpf_sock_addr.
@@ -61,6 +65,21 @@ struct {
 	__type(value, struct pier_target);
 } pier_publish SEC(".maps");
 
+/* Which container published a key (userspace bookkeeping, 64-byte id). */
+struct pier_owner_id {
+	char id[64];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct pier_key);
+	__type(value, struct pier_owner_id);
+} pier_owner SEC(".maps");
+
+/* Set by the loader before load; 0 means the initial network namespace. */
+const volatile __u64 host_netns_cookie = 0;
+
 /* Per socket: the address the client dialled and where it went instead. */
 struct pier_orig {
 	struct pier_target dialled;
@@ -78,7 +97,11 @@ struct {
 
 static __always_inline int in_host_netns(struct bpf_sock_addr *ctx)
 {
-	return bpf_get_netns_cookie(ctx) == bpf_get_netns_cookie(NULL);
+	__u64 host = host_netns_cookie;
+
+	if (!host)
+		host = bpf_get_netns_cookie(NULL);
+	return bpf_get_netns_cookie(ctx) == host;
 }
 
 static __always_inline int is_v4mapped(const struct pier_addr *a)

@@ -9,14 +9,45 @@
 //! [`Networks::attach`] creates them inside the container's network namespace. [`Networks::detach`]
 //! is idempotent: it deletes whatever of the plan exists and releases the leases, so teardown, a
 //! second teardown and crash recovery are the same call. Drivers (bridge, macvlan, ipvlan) share one
-//! trait, one file each.
-//! Privileges: root (netlink, nftables). Tests: crates/engine/tests/priv_network.rs.
+//! trait ([`driver::NetworkDriver`]), one file each; `store.rs` keeps the records, `check.rs`
+//! refuses a bad `create` before anything exists, `inside.rs` configures the container's side.
+//! Every host-side object lives in the network namespace of the calling process (a test runs
+//! pier inside its own netns), the container's side in the netns passed to `attach`.
+//! Privileges: root (netlink, nftables). Tests: unit tests beside the code;
+//! crates/engine/tests/priv_network.rs (root, own namespaces).
+mod bridge;
+mod check;
+mod driver;
+mod inside;
+mod ipvlan;
+mod macvlan;
+mod store;
+
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
+use std::path::PathBuf;
 
 use crate::Paths;
-use pier_net::Subnet;
+use pier_net::ipam::{Ipam, Range};
+use pier_net::nft::NftError;
+use pier_net::{NetError, Netlink, Subnet};
+
+use driver::driver;
+use store::Store;
+
+/// The default network's name and its bridge.
+pub const DEFAULT_NETWORK: &str = "bridge";
+pub const DEFAULT_BRIDGE: &str = "pier0";
+
+/// The environment variable naming the subnet pools (pier-net pool syntax).
+pub const POOL_ENV: &str = "PIER_SUBNET_POOL";
+
+/// The IPAM owner of a macvlan host shim's address (never reclaimed as a dead container).
+pub const HOST_SHIM_OWNER: &str = "pier-host-shim";
+
+/// The interface name every attachment gives the container.
+pub const CONTAINER_LINK: &str = "eth0";
 
 /// `--driver`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +91,9 @@ pub struct Network {
     /// macvlan host shim link name, when created.
     pub host_shim: Option<String>,
     pub created: String,
+    /// ipvlan `l2` or `l3` (ipvlan networks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipvlan_mode: Option<String>,
 }
 
 /// What attaching one container to one network makes (recorded before it is made).
@@ -92,41 +126,186 @@ pub enum NetworkError {
     },
     #[error("{0}")]
     Invalid(String),
+    #[error("subnet {subnet} overlaps {other} ({owner}); choose another --subnet")]
+    Overlap {
+        subnet: Subnet,
+        other: Subnet,
+        owner: String,
+    },
+    #[error("parent interface {0} does not exist; give an existing interface to --parent")]
+    NoParent(String),
+    #[error(
+        "this kernel has no ipvlan support (module ipvlan not available); use --driver macvlan"
+    )]
+    IpvlanUnsupported,
+    #[error("{step} {path}: {source}")]
+    Store {
+        step: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("network record {path} is not valid: {source}")]
+    Record {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("enable forwarding: write 1 to {path}: {source}")]
+    Sysctl {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{step}: {source}")]
+    Nft {
+        step: &'static str,
+        source: NftError,
+    },
+    #[error("{}", join_errors(.0))]
+    Several(Vec<NetworkError>),
+}
+
+fn join_errors(errors: &[NetworkError]) -> String {
+    let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    texts.join("; ")
+}
+
+impl NetworkError {
+    /// Wraps a pier-net error with the engine step it failed in.
+    fn net(step: impl Into<String>) -> impl FnOnce(NetError) -> NetworkError {
+        let step = step.into();
+        move |source| match source {
+            NetError::IpvlanUnavailable => NetworkError::IpvlanUnsupported,
+            source => NetworkError::Net { step, source },
+        }
+    }
+
+    /// Collapses teardown failures: none is Ok, one is itself, more are [`Self::Several`].
+    fn all(mut errors: Vec<NetworkError>) -> Result<(), NetworkError> {
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(NetworkError::Several(errors)),
+        }
+    }
+}
+
+/// Opens an rtnetlink handle in the calling thread's namespace.
+fn open_netlink() -> Result<Netlink, NetworkError> {
+    Netlink::open().map_err(NetworkError::net("open netlink"))
 }
 
 /// The network store and drivers over a state directory.
 #[derive(Debug, Clone)]
 pub struct Networks {
-    paths: Paths,
+    store: Store,
+    ipam: Ipam,
 }
 
 impl Networks {
     pub fn new(paths: &Paths) -> Self {
         Self {
-            paths: paths.clone(),
+            store: Store::new(paths.networks()),
+            ipam: Ipam::new(paths.ipam()),
         }
     }
 
     /// `pier network create`: checks everything, then creates the record and host objects.
     pub fn create(&self, spec: &NetworkSpec) -> Result<Network, NetworkError> {
-        let _ = (spec, &self.paths);
-        todo!("engine-net helper")
+        if spec.name == DEFAULT_NETWORK {
+            return Err(NetworkError::Invalid(format!(
+                "network {DEFAULT_NETWORK} is pier's default network and is created on first use"
+            )));
+        }
+        let _lock = self.store.lock()?;
+        self.create_locked(spec)
+    }
+
+    /// Checks `spec`, creates the host objects, then saves the record; creates nothing on error.
+    fn create_locked(&self, spec: &NetworkSpec) -> Result<Network, NetworkError> {
+        let mut nl = open_netlink()?;
+        let existing = self.store.list()?;
+        let network = check::network(spec, &existing, &mut nl)?;
+        driver(network.driver).create(&network, &mut nl, &self.ipam)?;
+        if let Err(e) = self.store.save(&network) {
+            let undo = driver(network.driver).remove(&network, &existing, &mut nl);
+            return NetworkError::all(std::iter::once(e).chain(undo).collect()).map(|_| network);
+        }
+        Ok(network)
     }
 
     /// The network named `name`; `bridge` is created on first use.
     pub fn get(&self, name: &str) -> Result<Network, NetworkError> {
-        let _ = name;
-        todo!("engine-net helper")
+        if let Some(network) = self.store.load(name)? {
+            return Ok(network);
+        }
+        if name != DEFAULT_NETWORK {
+            return Err(NetworkError::NotFound(name.to_string()));
+        }
+        let _lock = self.store.lock()?;
+        if let Some(network) = self.store.load(name)? {
+            return Ok(network);
+        }
+        let network = self.create_locked(&check::default_spec())?;
+        eprintln!(
+            "pier: created the default network {DEFAULT_NETWORK} (bridge {DEFAULT_BRIDGE}) with \
+             subnet {} from the pool {}; set {POOL_ENV} (for example 10.200.0.0/16:24) to choose another",
+            network.subnet,
+            check::pool_text()
+        );
+        Ok(network)
     }
 
     pub fn list(&self) -> Result<Vec<Network>, NetworkError> {
-        todo!("engine-net helper")
+        self.store.list()
     }
 
     /// `pier network rm`: refuses while a container holds a lease on it.
     pub fn remove(&self, name: &str) -> Result<(), NetworkError> {
-        let _ = name;
-        todo!("engine-net helper")
+        let _lock = self.store.lock()?;
+        let network = self
+            .store
+            .load(name)?
+            .ok_or_else(|| NetworkError::NotFound(name.to_string()))?;
+        let holders = self.holders(name)?;
+        if !holders.is_empty() {
+            let containers = holders.join(", ");
+            return Err(NetworkError::InUse {
+                name: name.to_string(),
+                containers,
+            });
+        }
+        let mut nl = open_netlink()?;
+        let others: Vec<Network> = self
+            .store
+            .list()?
+            .into_iter()
+            .filter(|n| n.name != name)
+            .collect();
+        let mut errors = driver(network.driver).remove(&network, &others, &mut nl);
+        if errors.is_empty() {
+            errors.extend(
+                self.ipam
+                    .remove_network(name)
+                    .err()
+                    .map(NetworkError::net("remove ipam files")),
+            );
+            errors.extend(self.store.delete(name).err());
+        }
+        NetworkError::all(errors)
+    }
+
+    /// The containers holding addresses in `network` (sorted, once each).
+    fn holders(&self, network: &str) -> Result<Vec<String>, NetworkError> {
+        let leases = self
+            .ipam
+            .allocations(network)
+            .map_err(NetworkError::net("read ipam leases"))?;
+        let mut owners: Vec<String> = leases
+            .into_values()
+            .filter(|owner| owner != HOST_SHIM_OWNER)
+            .collect();
+        owners.sort();
+        owners.dedup();
+        Ok(owners)
     }
 
     /// Allocates the container's addresses (`ip`/`ip6` static, checked) and names its links.
@@ -137,31 +316,104 @@ impl Networks {
         ip: Option<IpAddr>,
         ip6: Option<IpAddr>,
     ) -> Result<Attachment, NetworkError> {
-        let _ = (network, container_id, ip, ip6);
-        todo!("engine-net helper")
+        if ip6.is_some() && network.subnet6.is_none() {
+            return Err(NetworkError::Invalid(format!(
+                "--ip6 given but network {} has no IPv6 subnet (create it with --ipv6 --subnet6)",
+                network.name
+            )));
+        }
+        let v4 = self.lease(
+            network,
+            network.subnet,
+            Some(network.gateway),
+            container_id,
+            ip,
+        )?;
+        let mut addresses = vec![(v4, network.subnet.prefix())];
+        if let Some(subnet6) = network.subnet6 {
+            let v6 = self.lease(network, subnet6, network.gateway6, container_id, ip6);
+            let v6 = v6.inspect_err(|_| drop(self.ipam.release(&network.name, container_id)))?;
+            addresses.push((v6, subnet6.prefix()));
+        }
+        let driver = driver(network.driver);
+        Ok(Attachment {
+            network: network.name.clone(),
+            container_id: container_id.to_string(),
+            host_link: driver.host_link(network, container_id),
+            container_link: CONTAINER_LINK.to_string(),
+            addresses,
+            gateways: driver.gateways(network),
+        })
+    }
+
+    fn lease(
+        &self,
+        network: &Network,
+        subnet: Subnet,
+        gateway: Option<IpAddr>,
+        container_id: &str,
+        requested: Option<IpAddr>,
+    ) -> Result<IpAddr, NetworkError> {
+        let range = Range { subnet, gateway };
+        self.ipam
+            .allocate(&network.name, &range, container_id, requested)
+            .map_err(NetworkError::net("allocate an address"))
     }
 
     /// Creates the planned links, addresses and routes; `netns` is the container's.
-    pub fn attach(&self, attachment: &Attachment, netns: BorrowedFd<'_>) -> Result<(), NetworkError> {
-        let _ = (attachment, netns);
-        todo!("engine-net helper")
+    pub fn attach(
+        &self,
+        attachment: &Attachment,
+        netns: BorrowedFd<'_>,
+    ) -> Result<(), NetworkError> {
+        let network = self.get(&attachment.network)?;
+        let mut nl = open_netlink()?;
+        driver(network.driver).link(&network, attachment, &mut nl, netns)?;
+        inside::configure(attachment, netns)
     }
 
     /// Deletes whatever of the attachment exists and releases its leases (idempotent).
     pub fn detach(&self, attachment: &Attachment) -> Result<(), NetworkError> {
-        let _ = attachment;
-        todo!("engine-net helper")
+        let mut errors = Vec::new();
+        if let Some(link) = &attachment.host_link {
+            let deleted = open_netlink().and_then(|mut nl| {
+                nl.delete_link_named(link)
+                    .map_err(NetworkError::net("delete the container's host link"))
+            });
+            errors.extend(deleted.err());
+        }
+        match self.store.load(&attachment.network) {
+            Ok(Some(_)) => {
+                let released = self
+                    .ipam
+                    .release(&attachment.network, &attachment.container_id);
+                errors.extend(released.err().map(NetworkError::net("release addresses")));
+            }
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+        NetworkError::all(errors)
     }
 
     /// Releases leases held by container ids not in `live` (crash recovery); returns them.
     pub fn reclaim(&self, live: &[String]) -> Result<Vec<(String, IpAddr)>, NetworkError> {
-        let _ = live;
-        todo!("engine-net helper")
+        let is_live = |id: &str| id == HOST_SHIM_OWNER || live.iter().any(|l| l == id);
+        let mut freed = Vec::new();
+        for network in self.store.list()? {
+            let dead = self
+                .ipam
+                .reclaim(&network.name, is_live)
+                .map_err(NetworkError::net(format!(
+                    "reclaim leases of {}",
+                    network.name
+                )))?;
+            freed.extend(dead.into_iter().map(|(ip, id)| (id, ip)));
+        }
+        Ok(freed)
     }
 }
 
 /// Brings `lo` up inside a new network namespace (`--network none` and every attached one).
 pub fn loopback_up(netns: BorrowedFd<'_>) -> Result<(), NetworkError> {
-    let _ = netns;
-    todo!("engine-net helper")
+    inside::loopback_up(netns)
 }

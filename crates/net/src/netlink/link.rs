@@ -1,12 +1,17 @@
 //! Link operations: bridge, veth, macvlan and ipvlan creation, namespace moves, up/down, MTU,
-//! deletion and lookup by name.
+//! bridge port flags (hairpin), deletion and lookup by name.
+//!
+//! The container engine's hot path uses the one-message forms: [`Netlink::create_bridge_port`]
+//! makes a veth whose host side is already up and enslaved and whose peer is born inside the
+//! container's namespace under its final name, and the `*_in` sublink creators make a macvlan or
+//! ipvlan directly inside the target namespace, so no link is ever moved or renamed.
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use netlink_packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, IpVlanMode, LinkAttribute, LinkFlags,
-    LinkInfo, LinkMessage, MacVlanMode,
+    InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData, InfoPortKind,
+    InfoVeth, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use nix::errno::Errno;
@@ -33,6 +38,24 @@ fn named(name: &str, info: Vec<LinkInfo>) -> LinkMessage {
 fn indexed(index: u32) -> LinkMessage {
     let mut message = LinkMessage::default();
     message.header.index = index;
+    message
+}
+
+/// A link `name` of kind `info` on the parent link `parent`, created inside `netns` if given
+/// (the parent is still looked up in the requesting namespace).
+fn sublink(
+    name: &str,
+    info: Vec<LinkInfo>,
+    parent: u32,
+    netns: Option<BorrowedFd<'_>>,
+) -> LinkMessage {
+    let mut message = named(name, info);
+    message.attributes.push(LinkAttribute::Link(parent));
+    if let Some(fd) = netns {
+        message
+            .attributes
+            .push(LinkAttribute::NetNsFd(fd.as_raw_fd()));
+    }
     message
 }
 
@@ -91,16 +114,66 @@ impl Netlink {
         self.create("create veth", &format!("{name}/{peer}"), named(name, info))
     }
 
+    /// Creates a veth pair whose host side `name` is up and a port of the bridge `bridge`, and
+    /// whose peer `peer` is created inside `peer_netns` (down), in one request.
+    pub fn create_bridge_port(
+        &mut self,
+        name: &str,
+        peer: &str,
+        peer_netns: BorrowedFd<'_>,
+        bridge: u32,
+    ) -> Result<(), NetError> {
+        let mut peer_message = LinkMessage::default();
+        peer_message
+            .attributes
+            .push(LinkAttribute::IfName(peer.to_string()));
+        peer_message
+            .attributes
+            .push(LinkAttribute::NetNsFd(peer_netns.as_raw_fd()));
+        let info = vec![
+            LinkInfo::Kind(InfoKind::Veth),
+            LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer_message))),
+        ];
+        let mut message = named(name, info);
+        message.header.flags = LinkFlags::Up;
+        message.header.change_mask = LinkFlags::Up;
+        message.attributes.push(LinkAttribute::Controller(bridge));
+        self.create("create veth", &format!("{name}/{peer}"), message)
+    }
+
+    /// Turns hairpin mode on for the bridge port `name`, so a frame the port sent can be
+    /// forwarded back out of it (a container reaching itself through a DNATed host port).
+    pub fn set_hairpin(&mut self, name: &str) -> Result<(), NetError> {
+        let info = vec![
+            LinkInfo::PortKind(InfoPortKind::Bridge),
+            LinkInfo::PortData(InfoPortData::BridgePort(vec![InfoBridgePort::HairpinMode(
+                true,
+            )])),
+        ];
+        self.change(RouteNetlinkMessage::NewLink(named(name, info)), 0)
+            .map_err(|e| NetError::netlink("set hairpin on", name, e))
+    }
+
     /// Creates a macvlan `name` in bridge mode on the parent link `parent`.
     pub fn create_macvlan(&mut self, name: &str, parent: u32) -> Result<(), NetError> {
+        self.create_macvlan_in(name, parent, None)
+    }
+
+    /// Creates a macvlan `name` in bridge mode on `parent` (a link of this namespace), inside
+    /// `netns` when given.
+    pub fn create_macvlan_in(
+        &mut self,
+        name: &str,
+        parent: u32,
+        netns: Option<BorrowedFd<'_>>,
+    ) -> Result<(), NetError> {
         let info = vec![
             LinkInfo::Kind(InfoKind::MacVlan),
             LinkInfo::Data(InfoData::MacVlan(vec![InfoMacVlan::Mode(
                 MacVlanMode::Bridge,
             )])),
         ];
-        let mut message = named(name, info);
-        message.attributes.push(LinkAttribute::Link(parent));
+        let message = sublink(name, info, parent, netns);
         self.create("create macvlan", name, message)
     }
 
@@ -112,6 +185,18 @@ impl Netlink {
         parent: u32,
         mode: IpvlanMode,
     ) -> Result<(), NetError> {
+        self.create_ipvlan_in(name, parent, mode, None)
+    }
+
+    /// Creates an ipvlan `name` on `parent` (a link of this namespace), inside `netns` when
+    /// given; a kernel without the driver gives [`NetError::IpvlanUnavailable`].
+    pub fn create_ipvlan_in(
+        &mut self,
+        name: &str,
+        parent: u32,
+        mode: IpvlanMode,
+        netns: Option<BorrowedFd<'_>>,
+    ) -> Result<(), NetError> {
         let mode = match mode {
             IpvlanMode::L2 => IpVlanMode::L2,
             IpvlanMode::L3 => IpVlanMode::L3,
@@ -120,8 +205,7 @@ impl Netlink {
             LinkInfo::Kind(InfoKind::IpVlan),
             LinkInfo::Data(InfoData::IpVlan(vec![InfoIpVlan::Mode(mode)])),
         ];
-        let mut message = named(name, info);
-        message.attributes.push(LinkAttribute::Link(parent));
+        let message = sublink(name, info, parent, netns);
         self.change(
             RouteNetlinkMessage::NewLink(message),
             NLM_F_CREATE | NLM_F_EXCL,
@@ -171,6 +255,35 @@ impl Netlink {
     pub fn delete_link(&mut self, index: u32) -> Result<(), NetError> {
         self.change(RouteNetlinkMessage::DelLink(indexed(index)), 0)
             .map_err(|e| NetError::netlink("delete link", format!("link #{index}"), e))
+    }
+
+    /// Deletes the link called `name` if it exists; returns whether it did (idempotent teardown).
+    pub fn delete_link_named(&mut self, name: &str) -> Result<bool, NetError> {
+        let Some(index) = self.link_index(name)? else {
+            return Ok(false);
+        };
+        match self.change(RouteNetlinkMessage::DelLink(indexed(index)), 0) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(Errno::ENODEV as i32) => Ok(false),
+            Err(e) => Err(NetError::netlink("delete link", name, e)),
+        }
+    }
+
+    /// The name of link `index`, or `None` when there is no such link.
+    pub fn link_name(&mut self, index: u32) -> Result<Option<String>, NetError> {
+        match self.request(RouteNetlinkMessage::GetLink(indexed(index)), NLM_F_ACK) {
+            Ok(answers) => Ok(answers.into_iter().find_map(|answer| match answer {
+                RouteNetlinkMessage::NewLink(link) => {
+                    link.attributes.into_iter().find_map(|attr| match attr {
+                        LinkAttribute::IfName(name) => Some(name),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            })),
+            Err(e) if e.raw_os_error() == Some(Errno::ENODEV as i32) => Ok(None),
+            Err(e) => Err(NetError::netlink("get link", format!("link #{index}"), e)),
+        }
     }
 
     /// The index of the link called `name`, or `None` when there is no such link.

@@ -76,6 +76,24 @@ fn route_message(route: &Route) -> RouteMessage {
     message
 }
 
+/// The destination, gateway and outgoing link of a dumped route (`None` without a destination).
+fn parsed(message: &RouteMessage) -> Option<Route> {
+    let gateway = message.attributes.iter().find_map(|attr| match attr {
+        RouteAttribute::Gateway(RouteAddress::Inet(a)) => Some(IpAddr::V4(*a)),
+        RouteAttribute::Gateway(RouteAddress::Inet6(a)) => Some(IpAddr::V6(*a)),
+        _ => None,
+    });
+    let link = message.attributes.iter().find_map(|attr| match attr {
+        RouteAttribute::Oif(index) => Some(*index),
+        _ => None,
+    });
+    Some(Route {
+        destination: destination(message)?,
+        gateway,
+        link,
+    })
+}
+
 fn destination(message: &RouteMessage) -> Option<Subnet> {
     let prefix = message.header.destination_prefix_length;
     let addr = message.attributes.iter().find_map(|attr| match attr {
@@ -104,23 +122,30 @@ impl Netlink {
     /// Every subnet routed in any table of this namespace, IPv4 and IPv6, except default
     /// routes (prefix 0) and host routes of local addresses in the local table.
     pub fn routed_subnets(&mut self) -> Result<Vec<Subnet>, NetError> {
-        let mut subnets = Vec::new();
+        let mut subnets: Vec<Subnet> = self.routes()?.iter().map(|r| r.destination).collect();
+        subnets.sort();
+        subnets.dedup();
+        Ok(subnets)
+    }
+
+    /// The unicast routes of every table of this namespace with their destination, gateway and
+    /// outgoing link, IPv4 and IPv6, except default routes (prefix 0).
+    pub fn routes(&mut self) -> Result<Vec<Route>, NetError> {
+        let mut routes = Vec::new();
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
             let mut query = RouteMessage::default();
             query.header.address_family = family;
             let answers = self
                 .dump(RouteNetlinkMessage::GetRoute(query))
                 .map_err(|e| NetError::netlink("list routes", "all tables", e))?;
-            subnets.extend(answers.iter().filter_map(|answer| match answer {
+            routes.extend(answers.iter().filter_map(|answer| match answer {
                 RouteNetlinkMessage::NewRoute(r) if r.header.kind == RouteType::Unicast => {
-                    destination(r)
+                    parsed(r)
                 }
                 _ => None,
             }));
         }
-        subnets.retain(|s| s.prefix() > 0);
-        subnets.sort();
-        subnets.dedup();
-        Ok(subnets)
+        routes.retain(|r| r.destination.prefix() > 0);
+        Ok(routes)
     }
 }

@@ -25,8 +25,10 @@ pub enum NftError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("nft: {step}: {subnet} is not an IPv4 subnet (the nat engine is IPv4 only)")]
-    NotIpv4 { step: &'static str, subnet: String },
+    #[error("nft: {step}: {mapping}: the host address and the container are of different families (kernel NAT cannot translate between IPv4 and IPv6)")]
+    Family { step: &'static str, mapping: String },
+    #[error("nft: publish: owner {owner:?} is not a container id (letters, digits, - _ .)")]
+    BadOwner { owner: String },
     #[error(
         "nft: {step}: {name:?} is not an interface name (1-15 characters, no quotes or spaces)"
     )]

@@ -24,10 +24,11 @@
 //! Tests: crates/net/tests/priv_nft.rs (root, own namespaces).
 mod docker;
 mod error;
+mod listing;
 mod rules;
 mod run;
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use serde_json::json;
 
@@ -57,32 +58,57 @@ impl Proto {
 }
 
 /// One published port: `host:host_port/proto` to `container:container_port`; `host` None is
-/// every host address.
+/// every host address (of the container's family).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapping {
-    pub host: Option<Ipv4Addr>,
+    pub host: Option<IpAddr>,
     pub proto: Proto,
     pub host_port: u16,
-    pub container: Ipv4Addr,
+    pub container: IpAddr,
     pub container_port: u16,
 }
 
 impl Mapping {
     fn map(&self) -> &'static str {
-        match self.host {
-            Some(_) => rules::DNAT4,
-            None => rules::DNAT4_ANY,
+        match (self.container.is_ipv4(), self.host.is_some()) {
+            (true, true) => rules::DNAT4,
+            (true, false) => rules::DNAT4_ANY,
+            (false, true) => rules::DNAT6,
+            (false, false) => rules::DNAT6_ANY,
         }
     }
 
-    /// `198.18.0.1 . tcp . 8080 : 198.19.0.2 . 80` (no address for the wildcard map).
-    fn element(&self) -> String {
+    /// `198.18.0.1 . tcp . 8080 comment "c1" : 198.19.0.2 . 80` (no address for the wildcard
+    /// maps, no comment without an owner).
+    fn element(&self, owner: &str) -> String {
         let (proto, port) = (self.proto.name(), self.host_port);
         let target = format!("{} . {}", self.container, self.container_port);
+        let comment = match owner {
+            "" => String::new(),
+            _ => format!(" comment \"{owner}\""),
+        };
         match self.host {
-            Some(host) => format!("{host} . {proto} . {port} : {target}"),
-            None => format!("{proto} . {port} : {target}"),
+            Some(host) => format!("{host} . {proto} . {port}{comment} : {target}"),
+            None => format!("{proto} . {port}{comment} : {target}"),
         }
+    }
+
+    /// `tcp . 8080`, the element of the held-ports set.
+    fn held(&self) -> String {
+        format!("{} . {}", self.proto.name(), self.host_port)
+    }
+
+    fn check(&self, step: &'static str) -> Result<(), NftError> {
+        let same = self
+            .host
+            .is_none_or(|h| h.is_ipv4() == self.container.is_ipv4());
+        if same {
+            return Ok(());
+        }
+        Err(NftError::Family {
+            step,
+            mapping: describe(std::slice::from_ref(self)),
+        })
     }
 }
 
@@ -97,61 +123,147 @@ impl Table {
     }
 
     /// Registers a container network: its subnet is masqueraded on egress and hairpin, its
-    /// bridge is not an egress, and Docker's FORWARD policy drop (if any) lets it through.
+    /// bridge is not an egress and may reach only its own subnet (unless DNATed), and Docker's
+    /// FORWARD policy drop (if any) lets IPv4 through.
     pub fn add_network(&self, subnet: Subnet, bridge: &str) -> Result<(), NftError> {
-        let IpAddr::V4(addr) = subnet.addr() else {
-            return Err(NftError::NotIpv4 {
-                step: "add network",
-                subnet: subnet.to_string(),
-            });
-        };
         if !is_ifname(bridge) {
             return Err(NftError::BadIfname {
                 step: "add network",
                 name: bridge.to_string(),
             });
         }
-        let mut script = rules::elements("add", rules::SUBNETS4, &[subnet.to_string()]);
+        let (subnets, nets) = match subnet.addr() {
+            IpAddr::V4(_) => (rules::SUBNETS4, rules::BRIDGE_NETS4),
+            IpAddr::V6(_) => (rules::SUBNETS6, rules::BRIDGE_NETS6),
+        };
+        let mut script = rules::elements("add", subnets, &[subnet.to_string()]);
         script += &rules::elements("add", rules::BRIDGES, &[format!("\"{bridge}\"")]);
-        let object = format!("{} {subnet}, {} {bridge}", rules::SUBNETS4, rules::BRIDGES);
+        script += &rules::elements("add", nets, &[format!("\"{bridge}\" . {subnet}")]);
+        let object = format!("{subnets} {subnet}, {} {bridge}", rules::BRIDGES);
         run::apply_text("add network", &object, &script)?;
-        match docker::hook_chain()? {
-            Some(chain) => docker::allow(chain, &addr.to_string(), subnet.prefix()),
-            None => Ok(()),
+        match (docker::hook_chain()?, subnet.addr()) {
+            (Some(chain), IpAddr::V4(addr)) => {
+                docker::allow(chain, &addr.to_string(), subnet.prefix())
+            }
+            _ => Ok(()),
         }
     }
 
     /// Publishes `mappings` in one transaction (all or none).
     pub fn publish(&self, mappings: &[Mapping]) -> Result<(), NftError> {
-        self.elements("add", "publish", mappings)
+        self.publish_owned(mappings, "")
     }
 
-    /// Unpublishes `mappings` in one transaction (all or none).
+    /// Publishes `mappings` in one transaction (all or none), each element commented with
+    /// `owner` (a container id: letters, digits, `-`, `_`, `.`), which [`Table::published`]
+    /// reports.
+    pub fn publish_owned(&self, mappings: &[Mapping], owner: &str) -> Result<(), NftError> {
+        let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if !owner.chars().all(plain) || owner.len() > 128 {
+            return Err(NftError::BadOwner {
+                owner: owner.to_string(),
+            });
+        }
+        let mut script = self.script("add", mappings, owner, "publish")?;
+        let held: Vec<String> = mappings
+            .iter()
+            .filter(|m| m.host.is_some())
+            .map(Mapping::held)
+            .collect();
+        if !held.is_empty() {
+            script += &rules::elements("add", rules::HELD, &held);
+        }
+        apply_script("publish", mappings, &script)
+    }
+
+    /// Unpublishes `mappings` in one transaction (all or none), then releases the held ports
+    /// no remaining specific publish uses.
     pub fn unpublish(&self, mappings: &[Mapping]) -> Result<(), NftError> {
-        self.elements("delete", "unpublish", mappings)
+        let script = self.script("delete", mappings, "", "unpublish")?;
+        apply_script("unpublish", mappings, &script)?;
+        self.release_held(mappings)
     }
 
-    fn elements(
+    fn script(
         &self,
         verb: &str,
-        step: &'static str,
         mappings: &[Mapping],
-    ) -> Result<(), NftError> {
+        owner: &str,
+        step: &'static str,
+    ) -> Result<String, NftError> {
         let mut script = String::new();
-        for map in [rules::DNAT4, rules::DNAT4_ANY] {
-            let elems: Vec<String> = mappings
-                .iter()
-                .filter(|m| m.map() == map)
-                .map(Mapping::element)
-                .collect();
+        for map in [
+            rules::DNAT4,
+            rules::DNAT4_ANY,
+            rules::DNAT6,
+            rules::DNAT6_ANY,
+        ] {
+            let mut elems = Vec::new();
+            for m in mappings.iter().filter(|m| m.map() == map) {
+                m.check(step)?;
+                elems.push(m.element(owner));
+            }
             if !elems.is_empty() {
                 script += &rules::elements(verb, map, &elems);
             }
         }
+        Ok(script)
+    }
+
+    /// Deletes from the held set the ports of `gone` that no specific publish still has.
+    fn release_held(&self, gone: &[Mapping]) -> Result<(), NftError> {
+        let mut ports: Vec<(Proto, u16)> = gone
+            .iter()
+            .filter(|m| m.host.is_some())
+            .map(|m| (m.proto, m.host_port))
+            .collect();
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let still = self.published()?;
+        ports.retain(|p| {
+            !still
+                .iter()
+                .any(|(m, _)| m.host.is_some() && (m.proto, m.host_port) == *p)
+        });
+        ports.sort_by_key(|(proto, port)| (proto.name(), *port));
+        ports.dedup();
+        let mut script = String::new();
+        for (proto, port) in ports {
+            script += &format!(
+                "delete element inet {TABLE} {} {{ {} . {port} }}\n",
+                rules::HELD,
+                proto.name()
+            );
+        }
         if script.is_empty() {
             return Ok(());
         }
-        run::apply_text(step, &describe(mappings), &script)
+        // An element another process released in between is no error worth failing for.
+        run::apply_text("release held ports", rules::HELD, &script).or(Ok(()))
+    }
+
+    /// Every published element with its owner ("" when uncommented); empty without the table.
+    pub fn published(&self) -> Result<Vec<(Mapping, String)>, NftError> {
+        let mut out = Vec::new();
+        for map in [
+            rules::DNAT4,
+            rules::DNAT4_ANY,
+            rules::DNAT6,
+            rules::DNAT6_ANY,
+        ] {
+            let Some(listing) = run::list("list published", &["map", FAMILY, TABLE, map])? else {
+                continue;
+            };
+            for m in run::objects(&listing, "map") {
+                for elem in m["elem"].as_array().into_iter().flatten() {
+                    if let Some(found) = listing::element(elem) {
+                        out.push(found);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Deletes the table and pier's rules in Docker's chains; keeps going past a failure and
@@ -172,6 +284,13 @@ impl Table {
             Err(NftError::Teardown(errors))
         }
     }
+}
+
+fn apply_script(step: &'static str, mappings: &[Mapping], script: &str) -> Result<(), NftError> {
+    if script.is_empty() {
+        return Ok(());
+    }
+    run::apply_text(step, &describe(mappings), script)
 }
 
 /// A name the kernel takes for a link and nft's parser takes in quotes.
@@ -219,12 +338,33 @@ mod tests {
         let specific = mapping(Some("198.18.0.1"));
         assert_eq!(specific.map(), "pier_dnat4");
         assert_eq!(
-            specific.element(),
+            specific.element(""),
             "198.18.0.1 . udp . 8080 : 198.19.0.2 . 80"
         );
         let wildcard = mapping(None);
         assert_eq!(wildcard.map(), "pier_dnat4_any");
-        assert_eq!(wildcard.element(), "udp . 8080 : 198.19.0.2 . 80");
+        assert_eq!(
+            wildcard.element("c1"),
+            "udp . 8080 comment \"c1\" : 198.19.0.2 . 80"
+        );
+        let v6 = Mapping {
+            host: None,
+            container: "2001:2::2".parse().unwrap(),
+            ..wildcard
+        };
+        assert_eq!(v6.map(), "pier_dnat6_any");
+        let mixed = Mapping {
+            host: Some("198.18.0.1".parse().unwrap()),
+            ..v6
+        };
+        assert!(matches!(
+            mixed.check("publish"),
+            Err(NftError::Family { .. })
+        ));
+        assert!(matches!(
+            Table.publish_owned(&[wildcard], "a\"b"),
+            Err(NftError::BadOwner { .. })
+        ));
     }
 
     #[test]
@@ -244,7 +384,5 @@ mod tests {
         }
         let err = Table.add_network("198.18.0.0/24".parse().unwrap(), "a\"b");
         assert!(matches!(err, Err(NftError::BadIfname { .. })), "{err:?}");
-        let v6 = Table.add_network("2001:2::/64".parse().unwrap(), "pier0");
-        assert!(matches!(v6, Err(NftError::NotIpv4 { .. })), "{v6:?}");
     }
 }

@@ -11,11 +11,19 @@
 //! clients with nat for remote ones and falls back, with one printed line saying why, where a
 //! facility is missing.
 //! Privileges: root. Tests: crates/publish/tests/priv_engines.rs (the matrix, in test netns).
+mod apply;
+mod auto;
+mod ebpf;
+mod nat;
+mod plan;
+mod proxy;
+mod sockets;
+
 use serde::{Deserialize, Serialize};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use crate::PortMapping;
+use crate::{PortMapping, Protocol};
 
 /// The container a mapping forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,12 +47,35 @@ pub struct Settings {
     pub proxy_binary: PathBuf,
 }
 
-/// One thing a publish made, as recorded in the container's state.
+/// One thing a publish made, as recorded in the container's state. Entries describe
+/// themselves, so [`Publish::remove`] of any engine removes any entry (crash recovery need not
+/// know which engine made it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Entry {
-    /// Written by engine files; fields are theirs to define.
-    Placeholder,
+    /// An entry of pier-bpf's pinned map: clients dialling `host` reach `target`.
+    Bpf {
+        protocol: Protocol,
+        host: SocketAddr,
+        target: SocketAddr,
+    },
+    /// An element of pier-net's `inet pier` DNAT maps (`host` None: every host address).
+    Nft {
+        protocol: Protocol,
+        host: Option<IpAddr>,
+        host_port: u16,
+        container: IpAddr,
+        container_port: u16,
+    },
+    /// A `pier proxy` child listening on `host` and forwarding to `target`; `pid` and
+    /// `start_time` (field 22 of /proc/PID/stat) once it runs ([`Publish::apply_recorded`]).
+    Proxy {
+        protocol: Protocol,
+        host: SocketAddr,
+        target: SocketAddr,
+        pid: Option<i32>,
+        start_time: Option<u64>,
+    },
 }
 
 /// A published port as `pier port` shows it.
@@ -58,18 +89,117 @@ pub struct Published {
 /// Why publishing failed; names the port and, when taken, its owner.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("{0}")]
-    Other(String),
+    #[error("port {port}/{protocol} on {host} is already published by container {owner}")]
+    Published {
+        port: u16,
+        protocol: Protocol,
+        host: String,
+        owner: String,
+    },
+    #[error("port {port}/{protocol} on {host} is already bound by {program} (pid {pid}): stop it or publish another port")]
+    Bound {
+        port: u16,
+        protocol: Protocol,
+        host: String,
+        program: String,
+        pid: i32,
+    },
+    #[error("port {port}/{protocol} on {host} is already bound by a socket of no visible process (inode {inode})")]
+    BoundUnknown {
+        port: u16,
+        protocol: Protocol,
+        host: String,
+        inode: u64,
+    },
+    #[error("no free {protocol} port left on {host} in {first}-{last} to pick for container port {container_port}")]
+    NoFreePort {
+        protocol: Protocol,
+        host: String,
+        container_port: u16,
+        first: u16,
+        last: u16,
+    },
+    #[error("publish ({engine}): container {container} has no address to forward to")]
+    NoAddress {
+        engine: &'static str,
+        container: String,
+    },
+    #[error("publish ({engine}): {what} is not supported by this engine: {why}")]
+    Unsupported {
+        engine: &'static str,
+        what: String,
+        why: &'static str,
+    },
+    #[error("publish ({engine}): {why}")]
+    Unavailable { engine: &'static str, why: String },
+    #[error("publish: reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("publish (ebpf): {step}: {source}")]
+    Bpf {
+        step: &'static str,
+        #[source]
+        source: pier_bpf::Error,
+    },
+    #[error("publish (nat): {step}: {source}")]
+    Nft {
+        step: &'static str,
+        #[source]
+        source: pier_net::nft::NftError,
+    },
+    #[error("publish (nat): {step}: {source}")]
+    Net {
+        step: &'static str,
+        #[source]
+        source: pier_net::NetError,
+    },
+    #[error("publish (proxy): {step} for {host}/{protocol}: {source}")]
+    Proxy {
+        step: &'static str,
+        host: SocketAddr,
+        protocol: Protocol,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("publish (proxy): pier proxy for {host}/{protocol} failed: {message}")]
+    ProxyStatus {
+        host: SocketAddr,
+        protocol: Protocol,
+        message: String,
+    },
+    #[error("publish: removing failed at {} step(s): {}", .0.len(), join(.0))]
+    Teardown(Vec<PublishError>),
+}
+
+fn join(errors: &[PublishError]) -> String {
+    let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    texts.join("; ")
 }
 
 /// One engine (also `auto`).
 pub trait Publish: std::fmt::Debug {
     fn name(&self) -> &'static str;
     /// Resolves and checks the mappings; nothing is created.
-    fn plan(&self, target: &Target, mappings: &[PortMapping])
-        -> Result<(Vec<Published>, Vec<Entry>), PublishError>;
+    fn plan(
+        &self,
+        target: &Target,
+        mappings: &[PortMapping],
+    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError>;
     /// Makes the planned entries (all or, on error, none).
-    fn apply(&self, target: &Target, entries: &[Entry]) -> Result<(), PublishError>;
+    fn apply(&self, target: &Target, entries: &[Entry]) -> Result<(), PublishError> {
+        self.apply_recorded(target, entries).map(drop)
+    }
+    /// Like [`Publish::apply`], returning the entries as made: proxy entries gain their pid and
+    /// start time. Callers that can should record these over the planned ones (removal finds a
+    /// proxy by its command line when they did not).
+    fn apply_recorded(
+        &self,
+        target: &Target,
+        entries: &[Entry],
+    ) -> Result<Vec<Entry>, PublishError>;
     /// Removes whatever of `entries` exists (idempotent).
     fn remove(&self, entries: &[Entry]) -> Result<(), PublishError>;
 }
@@ -87,6 +217,55 @@ pub enum Mode {
 
 /// The engine for `mode` on this host (`auto` may fall back, printing one line why).
 pub fn select(mode: Mode, settings: &Settings) -> Result<Box<dyn Publish>, PublishError> {
-    let _ = (mode, settings);
-    todo!("publish-engines helper")
+    Ok(match mode {
+        Mode::Ebpf => Box::new(ebpf::Ebpf::new(settings)?),
+        Mode::Nat => Box::new(nat::Nat::new(settings)?),
+        Mode::Proxy => Box::new(proxy::ProxyEngine::new(settings)),
+        Mode::Auto => Box::new(auto::Auto::new(settings)?),
+    })
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Ebpf => "ebpf",
+            Mode::Nat => "nat",
+            Mode::Proxy => "proxy",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Mode::Auto),
+            "ebpf" => Ok(Mode::Ebpf),
+            "nat" => Ok(Mode::Nat),
+            "proxy" => Ok(Mode::Proxy),
+            _ => Err(format!(
+                "publish mode {s:?} is not auto, ebpf, nat or proxy"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_serialise_with_their_kind() {
+        let entry = Entry::Bpf {
+            protocol: Protocol::Tcp,
+            host: "0.0.0.0:8080".parse().unwrap(),
+            target: "198.18.0.2:80".parse().unwrap(),
+        };
+        let text = serde_json::to_string(&entry).unwrap();
+        assert!(text.starts_with("{\"kind\":\"bpf\""), "{text}");
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), entry);
+        assert_eq!("nat".parse::<Mode>(), Ok(Mode::Nat));
+        assert!("fast".parse::<Mode>().is_err());
+    }
 }

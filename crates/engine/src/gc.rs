@@ -1,0 +1,154 @@
+//! Teardown of one container and the collection of what crashed commands left behind.
+//!
+//! Theory of operation: [`teardown`] removes, from a record, every object it names, each step
+//! idempotent and attempted even when an earlier one failed: the pier-runtime container
+//! (`delete --force` SIGKILLs the init and anything left in the cgroup, then removes the
+//! cgroup and the runtime state), the published ports, the network attachments (links and
+//! leases), the root filesystem (overlay unmounted, layers removed). What it removed leaves
+//! the record; the failures are returned. The monitor calls it after the exit; `rm` and `stop`
+//! call it for a container whose monitor is dead; [`collect`] calls it for every container
+//! whose responsible process (the foreground `pier run` or the monitor) is dead while the
+//! record is not torn down, then marks the container exited (its exit code unknown), or
+//! removes it entirely when it never started or was `--rm`. `collect` also removes container
+//! directories without a record and names without a container (`Store::sweep`), pier-runtime
+//! state directories without a record, and (when something was found, or always for
+//! `pier gc`) IPAM leases of ids that have no record. It runs at every `Engine::open`: one
+//! readdir and one small JSON read per container.
+//! Privileges: root. Tests: crates/engine/tests/priv_engine.rs.
+use std::collections::HashSet;
+
+use crate::engine::{Engine, EngineError, GcReport};
+use crate::store::{Record, Status};
+
+/// Removes every object the record names; returns the failures (all steps are attempted).
+pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
+    let mut errors = Vec::new();
+    if let Some(id) = &record.runtime_id {
+        match engine.runtime.delete(id, true) {
+            Ok(()) | Err(pier_runtime::Error::NotExist(_)) => {}
+            Err(e) => errors.push(format!("runtime delete: {e}")),
+        }
+    }
+    if !record.publish_entries.is_empty() {
+        let removed = pier_publish::engine::select(record.config.publish_mode, &engine.publish)
+            .and_then(|p| p.remove(&record.publish_entries));
+        match removed {
+            Ok(()) => record.publish_entries.clear(),
+            Err(e) => errors.push(format!("remove published ports: {e}")),
+        }
+    }
+    record
+        .attachments
+        .retain(|attachment| match engine.networks.detach(attachment) {
+            Ok(()) => false,
+            Err(e) => {
+                errors.push(format!("detach from network {}: {e}", attachment.network));
+                true
+            }
+        });
+    if let Err(e) = crate::rootfs::release(&engine.store.dir(&record.id)) {
+        errors.push(format!("release root filesystem: {e}"));
+    }
+    errors
+}
+
+/// Tears down and settles a container whose responsible process died: marked exited, or
+/// removed when it never started or was `--rm`. The caller holds the container's lock.
+pub(crate) fn settle_orphan(engine: &Engine, record: &mut Record) -> Result<(), EngineError> {
+    let errors = teardown(engine, record);
+    if !errors.is_empty() {
+        engine.store.save(record)?;
+        return Err(EngineError::Teardown {
+            id: record.id.clone(),
+            errors: errors.join("; "),
+        });
+    }
+    if record.status == Status::Creating || record.config.rm {
+        return Ok(engine.store.remove(&record.id, &record.name)?);
+    }
+    if record.status != Status::Exited {
+        record.status = Status::Exited;
+        record.finished = Some(pier_runtime::state::rfc3339_now());
+    }
+    record.torn_down = true;
+    Ok(engine.store.save(record)?)
+}
+
+/// Finds and removes what crashed commands left; `full` (`pier gc`) also reclaims leases.
+pub(crate) fn collect(engine: &Engine, full: bool) -> Result<GcReport, EngineError> {
+    let mut report = GcReport {
+        removed: engine.store.sweep()?,
+    };
+    for id in engine.store.ids()? {
+        let Ok(record) = engine.store.load(&id) else {
+            continue;
+        };
+        if settled(&record) {
+            continue;
+        }
+        // Another command may be settling it right now: leave it to that one.
+        let Some(_lock) = engine.store.lock_container(&id, false) else {
+            continue;
+        };
+        let Ok(mut record) = engine.store.load(&id) else {
+            continue;
+        };
+        if settled(&record) {
+            continue;
+        }
+        report
+            .removed
+            .push(format!("container {} ({})", record.name, id));
+        if let Err(e) = settle_orphan(engine, &mut record) {
+            report
+                .removed
+                .push(format!("container {id}: incomplete: {e}"));
+        }
+    }
+    if full || !report.removed.is_empty() {
+        sweep_runtime(engine, &mut report)?;
+        reclaim_leases(engine, &mut report)?;
+    }
+    Ok(report)
+}
+
+/// Nothing to do: its lifecycle runs, or it was torn down.
+fn settled(record: &Record) -> bool {
+    record.responsible_alive() || (record.status == Status::Exited && record.torn_down)
+}
+
+/// pier-runtime containers (state directories) whose engine record is gone.
+fn sweep_runtime(engine: &Engine, report: &mut GcReport) -> Result<(), EngineError> {
+    let known: HashSet<String> = engine.store.ids()?.into_iter().collect();
+    let states = engine
+        .runtime
+        .list()
+        .map_err(|source| EngineError::Runtime {
+            step: "list runtime containers",
+            source,
+        })?;
+    for state in states.into_iter().filter(|s| !known.contains(&s.id)) {
+        match engine.runtime.delete(&state.id, true) {
+            Ok(()) => report.removed.push(format!("runtime state {}", state.id)),
+            Err(e) => report
+                .removed
+                .push(format!("runtime state {}: {e}", state.id)),
+        }
+    }
+    Ok(())
+}
+
+fn reclaim_leases(engine: &Engine, report: &mut GcReport) -> Result<(), EngineError> {
+    let live = engine.store.ids()?;
+    let released = engine
+        .networks
+        .reclaim(&live)
+        .map_err(|source| EngineError::Network {
+            step: "reclaim leases",
+            source,
+        })?;
+    for (id, ip) in released {
+        report.removed.push(format!("lease {ip} of {id}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! auto engine: the ebpf engine for clients on the host and in containers, the nat engine for
+//! remote ones; where cgroup2/BPF is missing, nat for remote clients and a proxy for loopback.
+//!
+//! Theory of operation: made once per process; if the ebpf programs cannot be loaded or
+//! attached, ONE line on stderr says why and that auto falls back. A plan is the union of the
+//! engines' entries for the same resolved pairs: with ebpf, its map entries (every local front)
+//! plus nat's elements (remote clients; fronts nat cannot serve are skipped, the map entries
+//! cover them locally); without, nat's elements plus proxy children on 127.0.0.1 and ::1 for a
+//! wildcard, on the address itself for a loopback front or one of the other family.
+//!
+//! Section order (the same in every engine file): engine, plan, apply, remove.
+//! Privileges: root. Tests: crates/publish/tests/priv_engines*.rs.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::nat::Strict;
+use super::plan::{self, Pair};
+use super::{apply, ebpf, nat, proxy, Entry, Publish, PublishError, Published, Settings, Target};
+use crate::{PortMapping, Protocol};
+
+/// Whether the fallback line was printed by this process.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// The auto engine.
+#[derive(Debug)]
+pub(crate) struct Auto {
+    settings: Settings,
+    /// Whether the ebpf programs are loaded and attached.
+    ebpf: bool,
+}
+
+impl Auto {
+    pub(crate) fn new(settings: &Settings) -> Result<Self, PublishError> {
+        nat::ensure()?;
+        let ebpf = match ebpf::ensure(settings) {
+            Ok(()) => true,
+            Err(e) => {
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    eprintln!("pier: publish: {e}; auto falls back to nat for remote clients and a proxy for loopback");
+                }
+                false
+            }
+        };
+        Ok(Self {
+            settings: settings.clone(),
+            ebpf,
+        })
+    }
+}
+
+impl Publish for Auto {
+    fn name(&self) -> &'static str {
+        "auto"
+    }
+
+    fn plan(
+        &self,
+        target: &Target,
+        mappings: &[PortMapping],
+    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
+        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+        let hosts = match self.ebpf {
+            true => ebpf::host_addresses()?,
+            false => Vec::new(),
+        };
+        let mut entries = Vec::new();
+        for pair in &pairs {
+            if self.ebpf && pair.protocol != Protocol::Sctp {
+                entries.extend(ebpf::entries_for_pair(pair, target, &hosts)?);
+            } else {
+                entries.extend(proxy::entries_for(
+                    pair,
+                    target,
+                    &local_fronts(pair, target),
+                )?);
+            }
+            entries.extend(nat::entries_for(pair, target, Strict::Skip)?);
+        }
+        Ok((published, entries))
+    }
+
+    fn apply_recorded(
+        &self,
+        target: &Target,
+        entries: &[Entry],
+    ) -> Result<Vec<Entry>, PublishError> {
+        apply::apply(&self.settings, target, entries)
+    }
+
+    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
+        apply::remove(&self.settings, entries)
+    }
+}
+
+/// The fronts a proxy must serve when nat is alone: loopback, and a front nat cannot DNAT.
+fn local_fronts(pair: &Pair, target: &Target) -> Vec<IpAddr> {
+    match pair.host_ip.filter(|ip| !ip.is_unspecified()) {
+        None => vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()],
+        Some(ip) if ip.is_loopback() => vec![ip],
+        Some(ip) if !target.addresses.iter().any(|a| a.is_ipv4() == ip.is_ipv4()) => vec![ip],
+        Some(_) => Vec::new(),
+    }
+}

@@ -1,0 +1,364 @@
+//! ebpf engine: socket-level redirection through pier-bpf's cgroup programs, for clients on the
+//! host and in containers (no forwarding process, no NAT, no route_localnet).
+//!
+//! Theory of operation: [`ensure`] makes sure the programs are loaded and pinned once under
+//! `Settings::bpf_pin_dir` and attached to `Settings::bpf_cgroup` (a flock on the pin dir's
+//! parent serialises concurrent pier processes); "host" sockets are those of the network
+//! namespace pier runs in (its cookie is written into the programs at load). A publish is map
+//! entries: for `-p P` the wildcard entry (it matches 127.0.0.0/8 and ::1) plus one entry per
+//! other host address read over netlink at plan time, each to the container's address of the
+//! same family or, for an IPv6 front, its IPv4 address (a dual-stack socket dials it
+//! v4-mapped). Each entry names its container in pier-bpf's owner map. Apply adds entries in a
+//! loop and deletes the ones it made if one fails; remove deletes entries (missing is fine).
+//!
+//! Section order (the same in every engine file): engine, plan, apply, remove.
+//! Privileges: root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN to mount bpffs).
+//! Tests: crates/publish/tests/priv_engines*.rs.
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+use pier_bpf::{Mapping, Proto, Publisher};
+
+use super::plan::{self, Pair};
+use super::{apply, Entry, Publish, PublishError, Published, Settings, Target};
+use crate::{PortMapping, Protocol};
+
+const ENGINE: &str = "ebpf";
+
+/// The ebpf engine (programs known to be loaded and attached).
+#[derive(Debug)]
+pub(crate) struct Ebpf {
+    settings: Settings,
+}
+
+impl Ebpf {
+    pub(crate) fn new(settings: &Settings) -> Result<Self, PublishError> {
+        ensure(settings)?;
+        Ok(Self {
+            settings: settings.clone(),
+        })
+    }
+}
+
+impl Publish for Ebpf {
+    fn name(&self) -> &'static str {
+        ENGINE
+    }
+
+    fn plan(
+        &self,
+        target: &Target,
+        mappings: &[PortMapping],
+    ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
+        let (published, pairs) = plan::resolve(&self.settings, target, mappings)?;
+        let hosts = host_addresses()?;
+        let mut entries = Vec::new();
+        for pair in &pairs {
+            entries.extend(entries_for_pair(pair, target, &hosts)?);
+        }
+        Ok((published, entries))
+    }
+
+    fn apply_recorded(
+        &self,
+        target: &Target,
+        entries: &[Entry],
+    ) -> Result<Vec<Entry>, PublishError> {
+        apply::apply(&self.settings, target, entries)
+    }
+
+    fn remove(&self, entries: &[Entry]) -> Result<(), PublishError> {
+        apply::remove(&self.settings, entries)
+    }
+}
+
+/// Loads, pins and attaches the programs unless that was done; fails saying which facility is
+/// missing.
+pub(crate) fn ensure(settings: &Settings) -> Result<(), PublishError> {
+    let unavailable = |why: String| PublishError::Unavailable {
+        engine: ENGINE,
+        why,
+    };
+    let cgroup = &settings.bpf_cgroup;
+    let is_cgroup2 = statfs(cgroup).is_ok_and(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC);
+    if !is_cgroup2 {
+        return Err(unavailable(format!("no cgroup2 at {}", cgroup.display())));
+    }
+    let pin_dir = &settings.bpf_pin_dir;
+    let parent = pin_dir.parent().unwrap_or(Path::new("/"));
+    pier_bpf::mount_bpffs(parent).map_err(|e| unavailable(e.to_string()))?;
+    let dir = std::fs::File::open(parent).map_err(|source| PublishError::Read {
+        path: parent.to_owned(),
+        source,
+    })?;
+    let _lock = Flock::lock(dir, FlockArg::LockExclusive).map_err(|(_, e)| PublishError::Read {
+        path: parent.to_owned(),
+        source: e.into(),
+    })?;
+    if pin_dir.join(pier_bpf::PUBLISH_MAP).exists() {
+        return attached(pin_dir).map_err(unavailable);
+    }
+    let cookie = own_netns_cookie()?;
+    let programs = pier_bpf::Programs::load_and_pin_for(pin_dir, cookie)
+        .map_err(|e| unavailable(e.to_string()))?;
+    if let Err(e) = programs.attach(cgroup) {
+        // Leave nothing half-made: a later ensure would find the map and think all is well.
+        let _ = pier_bpf::unpin_all(pin_dir);
+        return Err(unavailable(e.to_string()));
+    }
+    Ok(())
+}
+
+/// The programs are pinned: every one must have its link pinned too.
+fn attached(pin_dir: &Path) -> Result<(), String> {
+    let names: Vec<String> = std::fs::read_dir(pin_dir)
+        .map_err(|e| format!("reading {}: {e}", pin_dir.display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let missing = names
+        .iter()
+        .filter(|n| n.starts_with("pier_") && n.as_str() != pier_bpf::PUBLISH_MAP)
+        .filter(|n| n.as_str() != pier_bpf::OWNER_MAP && n.as_str() != "pier_orig")
+        .find(|n| !names.contains(&format!("link-{n}")));
+    match missing {
+        None => Ok(()),
+        Some(n) => Err(format!(
+            "program {n} is pinned in {} but not attached: remove the pin dir (pier gc) to reload",
+            pin_dir.display()
+        )),
+    }
+}
+
+/// The cookie of the network namespace the calling thread is in.
+fn own_netns_cookie() -> Result<u64, PublishError> {
+    let io_err = |source| PublishError::Unavailable {
+        engine: ENGINE,
+        why: format!("reading this network namespace's cookie (needs Linux 5.14+): {source}"),
+    };
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0")
+        .or_else(|_| std::net::UdpSocket::bind("[::1]:0"))
+        .map_err(io_err)?;
+    pier_sys::publish::netns_cookie(sock.as_fd()).map_err(io_err)
+}
+
+/// This namespace's addresses that the wildcard entry does not cover (not loopback, not
+/// link-local).
+pub(crate) fn host_addresses() -> Result<Vec<IpAddr>, PublishError> {
+    let net_err = |source| PublishError::Net {
+        step: "list host addresses",
+        source,
+    };
+    let mut nl = pier_net::Netlink::open().map_err(net_err)?;
+    let mut out: Vec<IpAddr> = nl
+        .addresses(None)
+        .map_err(net_err)?
+        .into_iter()
+        .map(|(_, ip, _)| ip)
+        .filter(|ip| !ip.is_loopback() && !is_link_local(ip))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn is_link_local(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_unicast_link_local(),
+    }
+}
+
+/// The container address a client of `front`'s family reaches: same family, or IPv4 for an
+/// IPv6 front (v4-mapped).
+pub(crate) fn target_for(front: IpAddr, target: &Target) -> Option<IpAddr> {
+    let same = target
+        .addresses
+        .iter()
+        .find(|a| a.is_ipv4() == front.is_ipv4());
+    let v4 = target.addresses.iter().find(|a| a.is_ipv4());
+    same.or(if front.is_ipv6() { v4 } else { None }).copied()
+}
+
+/// The map entries of one pair.
+pub(crate) fn entries_for_pair(
+    pair: &Pair,
+    target: &Target,
+    hosts: &[IpAddr],
+) -> Result<Vec<Entry>, PublishError> {
+    if pair.protocol == Protocol::Sctp {
+        return Err(PublishError::Unsupported {
+            engine: ENGINE,
+            what: format!("{}/sctp", pair.host_port),
+            why: "the cgroup socket hooks cover TCP and UDP only (use --publish-mode nat or proxy)",
+        });
+    }
+    let no_address = || PublishError::NoAddress {
+        engine: ENGINE,
+        container: target.container_id.clone(),
+    };
+    let entry = |front: IpAddr, to: IpAddr| Entry::Bpf {
+        protocol: pair.protocol,
+        host: SocketAddr::new(front, pair.host_port),
+        target: SocketAddr::new(to, pair.container_port),
+    };
+    match pair.host_ip.filter(|ip| !ip.is_unspecified()) {
+        Some(ip) => {
+            let to = target_for(ip, target).ok_or_else(|| PublishError::Unsupported {
+                engine: ENGINE,
+                what: format!("{ip}:{}", pair.host_port),
+                why: "an IPv4 host address cannot reach an IPv6-only container",
+            })?;
+            Ok(vec![entry(ip, to)])
+        }
+        None => {
+            let first = *target.addresses.first().ok_or_else(no_address)?;
+            let wildcard = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+            let mut out = vec![entry(wildcard, first)];
+            for &host in hosts {
+                if let Some(to) = target_for(host, target) {
+                    out.push(entry(host, to));
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+fn mapping(protocol: Protocol, host: SocketAddr, target: SocketAddr) -> Mapping {
+    let proto = match protocol {
+        Protocol::Udp => Proto::Udp,
+        _ => Proto::Tcp,
+    };
+    Mapping {
+        proto,
+        host,
+        target,
+    }
+}
+
+fn bpf_err(step: &'static str) -> impl Fn(pier_bpf::Error) -> PublishError {
+    move |source| PublishError::Bpf { step, source }
+}
+
+/// Adds the map entries for `owner`, all or none.
+pub(crate) fn apply_entries(
+    settings: &Settings,
+    owner: &str,
+    entries: &[(Protocol, SocketAddr, SocketAddr)],
+) -> Result<(), PublishError> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let publisher = Publisher::open(&settings.bpf_pin_dir).map_err(bpf_err("open the map"))?;
+    for (i, &(protocol, host, target)) in entries.iter().enumerate() {
+        let made = publisher.publish_owned(&mapping(protocol, host, target), owner);
+        if let Err(source) = made {
+            for &(p, h, t) in &entries[..i] {
+                let _ = publisher.unpublish(&mapping(p, h, t));
+            }
+            return Err(bpf_published(source));
+        }
+    }
+    Ok(())
+}
+
+/// A key taken between plan and apply is reported like a plan-time conflict.
+fn bpf_published(source: pier_bpf::Error) -> PublishError {
+    match source {
+        pier_bpf::Error::AlreadyPublished { host, proto, .. } => PublishError::Published {
+            port: host.port(),
+            protocol: if proto == Proto::Udp {
+                Protocol::Udp
+            } else {
+                Protocol::Tcp
+            },
+            host: host.ip().to_string(),
+            owner: "another container (published meanwhile)".to_string(),
+        },
+        source => PublishError::Bpf {
+            step: "publish",
+            source,
+        },
+    }
+}
+
+/// Deletes the map entries (missing ones and a missing map are fine).
+pub(crate) fn remove_entries(
+    settings: &Settings,
+    entries: &[(Protocol, SocketAddr, SocketAddr)],
+) -> Result<(), PublishError> {
+    if entries.is_empty() || !settings.bpf_pin_dir.join(pier_bpf::PUBLISH_MAP).exists() {
+        return Ok(());
+    }
+    let publisher = Publisher::open(&settings.bpf_pin_dir).map_err(bpf_err("open the map"))?;
+    let mut first = Ok(());
+    for &(protocol, host, target) in entries {
+        let gone = publisher
+            .unpublish(&mapping(protocol, host, target))
+            .map_err(bpf_err("unpublish"));
+        first = first.and(gone);
+    }
+    first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(addrs: &[&str]) -> Target {
+        Target {
+            container_id: "c1".into(),
+            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+            bridge: None,
+        }
+    }
+
+    fn pair(host_ip: Option<&str>) -> Pair {
+        Pair {
+            protocol: Protocol::Tcp,
+            host_ip: host_ip.map(|h| h.parse().unwrap()),
+            host_port: 8080,
+            container_port: 80,
+        }
+    }
+
+    #[test]
+    fn wildcard_is_one_entry_plus_one_per_host_address() {
+        let hosts: Vec<IpAddr> = vec!["198.18.1.1".parse().unwrap(), "2001:2::1".parse().unwrap()];
+        let entries = entries_for_pair(&pair(None), &target(&["198.18.2.2"]), &hosts).unwrap();
+        let fronts: Vec<String> = entries
+            .iter()
+            .map(|e| match e {
+                Entry::Bpf { host, target, .. } => format!("{host}>{target}"),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            fronts,
+            [
+                "0.0.0.0:8080>198.18.2.2:80",
+                "198.18.1.1:8080>198.18.2.2:80",
+                "[2001:2::1]:8080>198.18.2.2:80"
+            ]
+        );
+    }
+
+    #[test]
+    fn v4_front_for_v6_only_container_and_sctp_are_refused() {
+        let v6 = target(&["2001:2::2"]);
+        assert!(entries_for_pair(&pair(Some("198.18.1.1")), &v6, &[]).is_err());
+        assert!(entries_for_pair(&pair(Some("::1")), &v6, &[]).is_ok());
+        let sctp = Pair {
+            protocol: Protocol::Sctp,
+            ..pair(None)
+        };
+        assert!(matches!(
+            entries_for_pair(&sctp, &v6, &[]),
+            Err(PublishError::Unsupported { .. })
+        ));
+    }
+}
