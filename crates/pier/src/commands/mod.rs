@@ -1,6 +1,10 @@
-//! Command-line front end: the clap tree, the global flags and the dispatch to one module per verb.
+//! Command-line front end: which command line an invocation speaks, runc's clap tree with its
+//! global flags, and the dispatch to one module per verb.
 //!
-//! Theory of operation: pier speaks runc's command line because Docker (through containerd's
+//! Theory of operation: pier speaks two command lines. [`engine::dialect`] decides which one an
+//! invocation uses (rule in its header and in `pier --help`): the engine's Docker-style verbs
+//! (`engine/`, one module per verb, exit code 125 on pier's own failures) or runc's, below.
+//! pier speaks runc's command line because Docker (through containerd's
 //! shim), containerd itself and Podman (through conmon) drive it exactly as they drive runc. The
 //! global flags configure logging and the `Runtime`; each verb's module turns its flags into the
 //! runtime's option types (resolving relative paths first, since the runtime wants absolute
@@ -16,6 +20,7 @@
 pub mod bench;
 mod create;
 mod delete;
+pub mod engine;
 mod exec;
 mod features;
 mod kill;
@@ -153,9 +158,24 @@ enum Command {
     Proxy(proxy::Args),
 }
 
-/// Parses the command line and runs the verb; returns the process exit code.
+/// Runs the command line in the dialect it speaks; returns the process exit code.
 pub fn main() -> i32 {
-    let matches = command().get_matches();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let text: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let config_json_here = Path::new("config.json").exists();
+    match engine::dialect::dialect(&text, config_json_here) {
+        engine::dialect::Dialect::Engine => engine::main(args),
+        engine::dialect::Dialect::Runc => runc_main(args),
+    }
+}
+
+/// Parses runc's command line and runs the verb; returns the process exit code.
+fn runc_main(args: Vec<std::ffi::OsString>) -> i32 {
+    let matches = command().get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
