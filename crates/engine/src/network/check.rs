@@ -88,7 +88,8 @@ fn name(spec: &NetworkSpec, existing: &[Network]) -> Result<(), NetworkError> {
     }
 }
 
-/// Host routes (except through a sublink network's own parent) and other networks' subnets.
+/// Other networks' subnets (first, so an overlap names the network rather than its bridge's
+/// route) and host routes (except through a sublink network's own parent).
 fn taken(
     kind: Driver,
     spec: &NetworkSpec,
@@ -104,17 +105,15 @@ fn taken(
     let routes = nl
         .routes()
         .map_err(NetworkError::net("list the host's routes"))?;
-    let mut taken: Vec<Taken> = routes
+    let networks = existing.iter().flat_map(|n| {
+        let subnets = std::iter::once(n.subnet).chain(n.subnet6);
+        subnets.map(|subnet| Taken::Network(subnet, n.name.clone()))
+    });
+    let routes = routes
         .into_iter()
         .filter(|r| parent.is_none() || r.link != parent)
-        .map(Taken::Route)
-        .collect();
-    for network in existing {
-        for subnet in std::iter::once(network.subnet).chain(network.subnet6) {
-            taken.push(Taken::Network(subnet, network.name.clone()));
-        }
-    }
-    Ok(taken)
+        .map(Taken::Route);
+    Ok(networks.chain(routes).collect())
 }
 
 /// The given subnet if it is free and of the right family, else one from the pools (IPv4 only).

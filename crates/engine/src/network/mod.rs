@@ -11,6 +11,9 @@
 //! second teardown and crash recovery are the same call. Drivers (bridge, macvlan, ipvlan) share one
 //! trait ([`driver::NetworkDriver`]), one file each; `store.rs` keeps the records, `check.rs`
 //! refuses a bad `create` before anything exists, `inside.rs` configures the container's side.
+//! A network's record is saved before its host objects (bridge, shim) are made, naming them, so
+//! `pier network rm` can always find them; a failed create undoes both. If the bridge of a
+//! recorded network is missing at attach (a reboot, a crash mid-create), it is made again.
 //! Every host-side object lives in the network namespace of the calling process (a test runs
 //! pier inside its own netns), the container's side in the netns passed to `attach`.
 //! Privileges: root (netlink, nftables). Tests: unit tests beside the code;
@@ -219,17 +222,19 @@ impl Networks {
         self.create_locked(spec)
     }
 
-    /// Checks `spec`, creates the host objects, then saves the record; creates nothing on error.
+    /// Checks `spec`, saves the record (naming every host object), then creates the host
+    /// objects; on error the driver has undone its part and the record goes too.
     fn create_locked(&self, spec: &NetworkSpec) -> Result<Network, NetworkError> {
         let mut nl = open_netlink()?;
-        let existing = self.store.list()?;
-        let network = check::network(spec, &existing, &mut nl)?;
-        driver(network.driver).create(&network, &mut nl, &self.ipam)?;
-        if let Err(e) = self.store.save(&network) {
-            let undo = driver(network.driver).remove(&network, &existing, &mut nl);
-            return NetworkError::all(std::iter::once(e).chain(undo).collect()).map(|_| network);
+        let network = check::network(spec, &self.store.list()?, &mut nl)?;
+        self.store.save(&network)?;
+        match driver(network.driver).create(&network, &mut nl, &self.ipam) {
+            Ok(()) => Ok(network),
+            Err(e) => Err(match self.store.delete(&network.name) {
+                Ok(()) => e,
+                Err(undo) => NetworkError::Several(vec![e, undo]),
+            }),
         }
-        Ok(network)
     }
 
     /// The network named `name`; `bridge` is created on first use.
