@@ -1,15 +1,18 @@
-//! Socket helpers nix does not cover: adopting inherited fds by number and SIOCATMARK.
+//! Socket helpers nix does not cover: adopting inherited fds by number, SIOCATMARK, and
+//! accept4 returning an owned fd.
 //!
 //! Theory of operation: docker-proxy's protocol passes a status pipe as fd 3 and, with
 //! `-use-listen-fd`, the listening socket as fd 4. Turning a number into an `OwnedFd` is sound
 //! only if nothing else in the process owns it, so [`take_inherited`] checks that the fd is open
 //! and refuses to hand out the same number twice (a process-wide bitmap of taken numbers).
 //! [`at_mark`] asks a TCP socket whether its read position is at the urgent mark, which the
-//! forwarder needs because reads (and splice) stop there.
+//! forwarder needs because reads (and splice) stop there. [`accept_nonblocking`] is accept4(2)
+//! with SOCK_NONBLOCK | SOCK_CLOEXEC, one syscall where std's accept needs a second to make the
+//! socket non-blocking (nix's accept4 returns a raw fd, which only this crate may adopt).
 //!
 //! Privileges: none. Tests: below.
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Numbers 0..64 already adopted by [`take_inherited`].
@@ -48,10 +51,29 @@ pub fn at_mark(sock: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(at != 0)
 }
 
+/// Accepts one connection on `listener` as a non-blocking, close-on-exec socket (accept4);
+/// `WouldBlock` when none is queued on a non-blocking listener.
+pub fn accept_nonblocking(listener: &impl AsFd) -> io::Result<OwnedFd> {
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: null address and length pointers are allowed (the peer address is not wanted);
+    // the listener is a valid fd borrowed for the call.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_fd().as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            flags,
+        )
+    };
+    crate::check(fd)?;
+    // SAFETY: accept4 succeeded, so fd is a new open descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::{AsFd, IntoRawFd};
+    use std::os::fd::IntoRawFd;
 
     #[test]
     fn take_inherited_refuses_closed_taken_and_out_of_range() {
@@ -77,5 +99,24 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         assert!(!at_mark(c.as_fd()).unwrap());
+    }
+
+    #[test]
+    fn accept_nonblocking_gives_a_nonblocking_cloexec_socket() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let e = accept_nonblocking(&l).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let fd = accept_nonblocking(&l).unwrap();
+        // SAFETY: F_GETFL and F_GETFD read flags of an fd this test owns.
+        let (fl, fd_flags) = unsafe {
+            (
+                libc::fcntl(fd.as_raw_fd(), libc::F_GETFL),
+                libc::fcntl(fd.as_raw_fd(), libc::F_GETFD),
+            )
+        };
+        assert_ne!(fl & libc::O_NONBLOCK, 0);
+        assert_ne!(fd_flags & libc::FD_CLOEXEC, 0);
     }
 }

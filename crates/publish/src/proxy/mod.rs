@@ -23,6 +23,7 @@
 //! protocol (dockerd owns the port allocation) makes that a non-issue under Docker.
 //!
 //! Privileges: binding the host port (root below 1024). Tests: `crates/pier/tests/proxy_*.rs`.
+mod direction;
 pub mod docker;
 mod socket;
 mod stream;
@@ -85,12 +86,14 @@ pub enum ProxyError {
 /// The epoll token of a loop's listening socket (connections and flows use their slot index).
 const LISTENER: u64 = u64::MAX;
 
-/// An event loop's epoll instance, already watching `listener` under [`LISTENER`].
+/// An event loop's epoll instance, already watching `listener` under [`LISTENER`],
+/// level-triggered and exclusive (a listener shared by loops wakes one of them per event).
 fn watch_listener(thread: usize, listener: &OwnedFd) -> Result<Epoll, ProxyError> {
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)
         .map_err(loop_error(thread, "creating epoll"))?;
+    let interest = EpollFlags::EPOLLIN | EpollFlags::EPOLLEXCLUSIVE;
     epoll
-        .add(listener, EpollEvent::new(EpollFlags::EPOLLIN, LISTENER))
+        .add(listener, EpollEvent::new(interest, LISTENER))
         .map_err(loop_error(thread, "watching the listener"))?;
     Ok(epoll)
 }

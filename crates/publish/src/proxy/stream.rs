@@ -1,163 +1,34 @@
-//! The TCP (and SCTP) event loop: accept, connect to the container, splice both ways.
+//! The TCP (and SCTP) event loop: accept, connect to the container, move bytes both ways.
 //!
 //! Theory of operation: each connection holds the client and upstream sockets and one
-//! [`Direction`] per way, a non-blocking pipe that bytes cross with splice(2) (socket -> pipe ->
-//! socket, no user copy). Both sockets are registered edge-triggered for IN, OUT, RDHUP and PRI,
-//! and an event on one side moves the way reading from it (when readable) and the way writing
-//! to it (only when that way had blocked), each until the kernel says EAGAIN, so no edge is
-//! lost and no syscall is spent on the idle way. A direction reads only when its pipe is empty
-//! and asks for at most the pipe's capacity, so EAGAIN from a read always means "socket empty".
+//! [`Direction`] per way (`direction.rs`: recv/send through this loop's shared buffer for small
+//! messages, splice for bulk). Both sockets are registered once, edge-triggered, for IN, OUT,
+//! RDHUP and PRI, and never modified; an event on one side moves the way reading from it (when
+//! readable) and the way writing to it (only when that way had blocked), so no syscall is spent
+//! on the idle way. The connection closes when both ways are shut, or at the first hard error.
 //!
-//! States of a direction: reading -> (EOF read) -> flushing -> shut (SHUT_WR sent to the far
-//! side); the connection closes when both directions are shut, or at the first hard error.
+//! Connecting: the upstream connect is non-blocking; its first EPOLLOUT (without EPOLLERR)
+//! means connected, SO_ERROR is read only when EPOLLERR says there is one. Client events until
+//! then are only recorded (urgent mark, FIN), and both ways move once connected.
 //!
-//! Urgent data (TCP only): with SO_OOBINLINE off, reads and splice stop at the urgent mark
-//! (EAGAIN, or 0 when a FIN is queued). After EPOLLPRI, a read that stops asks SIOCATMARK; at
-//! the mark, the urgent byte is taken with recv(MSG_OOB) and one ordinary recv steps over the
-//! mark into the (empty) pipe; the urgent byte is sent with MSG_OOB before that data, so the
-//! peer sees it at the same place in the stream.
+//! Accepting: accept4 straight to non-blocking, close-on-exec sockets, in batches, from a
+//! level-triggered listener so a flood of connections cannot starve established ones; with a
+//! listener shared by the loops (`-use-listen-fd`) EPOLLEXCLUSIVE wakes one loop per connection.
 //!
 //! Privileges: none beyond the listener's. Tests: `crates/pier/tests/proxy_tcp.rs`.
+use super::direction::Direction;
 use super::{loop_error, socket, watch_listener, ProxyError, LISTENER};
 use crate::Protocol;
 use nix::errno::Errno;
-use nix::fcntl::{splice, OFlag, SpliceFFlags};
 use nix::sys::epoll::{Epoll, EpollEvent, EpollFlags, EpollTimeout};
-use nix::sys::socket::{self as sock, sockopt, MsgFlags, Shutdown};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use nix::sys::socket::{self as sock, sockopt};
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
 
-/// The default pipe capacity: one read never asks for more than an empty pipe holds.
-const CHUNK: usize = 1 << 16;
 /// Accepts per listener event, so a flood of connections cannot starve established ones.
 const ACCEPT_BATCH: usize = 64;
-
-/// Why a read from the socket into the pipe moved nothing.
-#[derive(Debug, Clone, Copy)]
-enum Stop {
-    /// splice returned 0: end of stream, unless at the urgent mark
-    Zero,
-    /// splice returned EAGAIN: nothing to read, unless at the urgent mark
-    Again,
-}
-
-/// One way of a connection: its pipe and where it stands.
-#[derive(Debug)]
-struct Direction {
-    rd: OwnedFd,
-    wr: OwnedFd,
-    /// Bytes in the pipe not yet written out.
-    pending: usize,
-    /// An urgent byte read at the mark, to send before anything now in the pipe.
-    urgent: Option<u8>,
-    eof: bool,
-    shut: bool,
-    /// The last pump stopped because the far side could not take more (wait for EPOLLOUT).
-    blocked: bool,
-    /// EPOLLPRI was seen on the source and its mark not yet passed: reads that stop early
-    /// must ask SIOCATMARK (only then, to keep that syscall off the common path).
-    maybe_urgent: bool,
-}
-
-impl Direction {
-    fn new() -> nix::Result<Self> {
-        let (rd, wr) = nix::unistd::pipe2(OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
-        Ok(Direction {
-            rd,
-            wr,
-            pending: 0,
-            urgent: None,
-            eof: false,
-            shut: false,
-            blocked: false,
-            maybe_urgent: false,
-        })
-    }
-
-    /// Moves bytes from `from` to `to` until either blocks; shuts `to` after EOF and the flush.
-    fn pump(&mut self, from: &OwnedFd, to: &OwnedFd, tcp: bool) -> nix::Result<()> {
-        self.blocked = false;
-        loop {
-            if !self.flush(to)? {
-                self.blocked = true;
-                return Ok(());
-            }
-            if self.eof {
-                return self.shut_down(to);
-            }
-            let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
-            let stopped = match splice(from, None, &self.wr, None, CHUNK, flags) {
-                Ok(0) => Stop::Zero,
-                Ok(n) => {
-                    self.pending = n;
-                    continue;
-                }
-                Err(Errno::EAGAIN) => Stop::Again,
-                Err(e) => return Err(e),
-            };
-            // splice stops at the urgent mark, reporting EAGAIN, or 0 once a FIN is queued
-            // behind the mark; neither means what it says there.
-            let at_mark =
-                tcp && self.maybe_urgent && pier_sys::net::at_mark(from.as_fd()).unwrap_or(false);
-            match (at_mark, stopped) {
-                (true, _) if self.step_over_mark(from)? => {}
-                (true, _) | (false, Stop::Again) => return Ok(()),
-                (false, Stop::Zero) => self.eof = true,
-            }
-        }
-    }
-
-    /// Sends the pending urgent byte, then the pipe; false when `to` cannot take more.
-    fn flush(&mut self, to: &OwnedFd) -> nix::Result<bool> {
-        if let Some(byte) = self.urgent {
-            match sock::send(to.as_raw_fd(), &[byte], MsgFlags::MSG_OOB) {
-                Ok(_) => self.urgent = None,
-                Err(Errno::EAGAIN) => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
-        let flags = SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MOVE;
-        while self.pending > 0 {
-            match splice(&self.rd, None, to, None, self.pending, flags) {
-                Ok(n) => self.pending -= n,
-                Err(Errno::EAGAIN) => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(true)
-    }
-
-    /// At the urgent mark: takes the urgent byte and reads past the mark into the empty pipe.
-    /// Returns whether there is anything to send now.
-    fn step_over_mark(&mut self, from: &OwnedFd) -> nix::Result<bool> {
-        self.maybe_urgent = false;
-        let mut one = [0u8];
-        match sock::recv(from.as_raw_fd(), &mut one, MsgFlags::MSG_OOB) {
-            Ok(1) => self.urgent = Some(one[0]),
-            Ok(_) | Err(Errno::EINVAL | Errno::EAGAIN) => {}
-            Err(e) => return Err(e),
-        }
-        let mut buf = [0u8; 16384];
-        match sock::recv(from.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
-            Ok(0) => self.eof = true,
-            // An empty pipe holds CHUNK bytes, so this write is whole.
-            Ok(n) => self.pending = nix::unistd::write(&self.wr, &buf[..n])?,
-            Err(Errno::EAGAIN) => return Ok(self.urgent.is_some()),
-            Err(e) => return Err(e),
-        }
-        Ok(true)
-    }
-
-    fn shut_down(&mut self, to: &OwnedFd) -> nix::Result<()> {
-        if !self.shut {
-            match sock::shutdown(to.as_raw_fd(), Shutdown::Write) {
-                Ok(()) | Err(Errno::ENOTCONN) => self.shut = true,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-}
+/// The loop's scratch buffer: a read that fills it switches that way to splice.
+const BUFFER: usize = 1 << 16;
 
 /// A forwarded connection.
 #[derive(Debug)]
@@ -175,7 +46,7 @@ impl Conn {
     /// Moves what an event on one side (the upstream's or the client's) allows: the way
     /// reading from that side when it is readable, the way writing to it when that way was
     /// blocked and the side is writable. True when the connection is finished.
-    fn pump(&mut self, upstream_side: bool, flags: EpollFlags, tcp: bool) -> nix::Result<bool> {
+    fn pump(&mut self, upstream_side: bool, flags: EpollFlags, io: &mut Io) -> nix::Result<bool> {
         let readable = EpollFlags::EPOLLIN
             | EpollFlags::EPOLLPRI
             | EpollFlags::EPOLLRDHUP
@@ -187,31 +58,55 @@ impl Conn {
             true => (&mut self.down, &mut self.up, &self.upstream, &self.client),
         };
         if flags.intersects(readable) {
-            reading.pump(near, far, tcp)?;
+            reading.pump(near, far, io.tcp, &mut io.buf)?;
         }
         if flags.intersects(writable) && writing.blocked {
-            writing.pump(far, near, tcp)?;
+            writing.pump(far, near, io.tcp, &mut io.buf)?;
         }
         Ok(self.up.shut && self.down.shut)
     }
 
     /// Moves both ways (once connected); true when the connection is finished.
-    fn pump_all(&mut self, tcp: bool) -> nix::Result<bool> {
-        self.up.pump(&self.client, &self.upstream, tcp)?;
-        self.down.pump(&self.upstream, &self.client, tcp)?;
+    fn pump_all(&mut self, io: &mut Io) -> nix::Result<bool> {
+        self.up.pump(&self.client, &self.upstream, io.tcp, &mut io.buf)?;
+        self.down.pump(&self.upstream, &self.client, io.tcp, &mut io.buf)?;
         Ok(self.up.shut && self.down.shut)
     }
+
+    /// Records what an event says about the side it is for, before anything moves: EPOLLPRI
+    /// (an urgent mark ahead) and RDHUP/HUP/ERR (reads must go on to the end).
+    fn note(&mut self, upstream_side: bool, flags: EpollFlags) {
+        let reading = match upstream_side {
+            false => &mut self.up,
+            true => &mut self.down,
+        };
+        if flags.contains(EpollFlags::EPOLLPRI) {
+            reading.maybe_urgent = true;
+        }
+        let ending = EpollFlags::EPOLLRDHUP | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR;
+        if flags.intersects(ending) {
+            reading.closing = true;
+        }
+    }
+}
+
+/// What every connection of a loop shares while it moves bytes.
+#[derive(Debug)]
+struct Io {
+    tcp: bool,
+    buf: Vec<u8>,
 }
 
 /// One event loop's state.
 #[derive(Debug)]
 struct Loop {
     epoll: Epoll,
-    listener: TcpListener,
+    listener: OwnedFd,
     container: SocketAddr,
     protocol: Protocol,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
+    io: Io,
 }
 
 /// Runs one event loop on `listener` until epoll itself fails.
@@ -224,11 +119,15 @@ pub fn run(
     let epoll = watch_listener(thread, &listener)?;
     let mut state = Loop {
         epoll,
-        listener: TcpListener::from(listener),
+        listener,
         container,
         protocol,
         conns: Vec::new(),
         free: Vec::new(),
+        io: Io {
+            tcp: protocol == Protocol::Tcp,
+            buf: vec![0; BUFFER],
+        },
     };
     let mut events = vec![EpollEvent::empty(); 256];
     loop {
@@ -249,8 +148,8 @@ pub fn run(
 impl Loop {
     fn accept_all(&mut self) {
         for _ in 0..ACCEPT_BATCH {
-            match self.listener.accept() {
-                Ok((client, _)) => self.open(client),
+            match pier_sys::net::accept_nonblocking(&self.listener) {
+                Ok(client) => self.open(client),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     log::warn!("accepting a connection: {e}");
@@ -260,26 +159,25 @@ impl Loop {
         }
     }
 
-    fn open(&mut self, client: TcpStream) {
+    fn open(&mut self, client: OwnedFd) {
         if let Err(e) = self.try_open(client) {
             log::warn!("forwarding a connection to {}: {e}", self.container);
         }
     }
 
-    fn try_open(&mut self, client: TcpStream) -> nix::Result<()> {
-        client.set_nonblocking(true).map_err(io_errno)?;
+    fn try_open(&mut self, client: OwnedFd) -> nix::Result<()> {
         let upstream = socket::connect(self.container, self.protocol)?;
-        if self.protocol == Protocol::Tcp {
+        if self.io.tcp {
             // Request/response traffic must not wait for Nagle (Go's default, like docker-proxy).
-            let _ = client.set_nodelay(true);
+            let _ = sock::setsockopt(&client, sockopt::TcpNoDelay, &true);
             let _ = sock::setsockopt(&upstream, sockopt::TcpNoDelay, &true);
         }
         let conn = Conn {
-            client: OwnedFd::from(client),
+            client,
             upstream,
             connected: false,
-            up: Direction::new()?,
-            down: Direction::new()?,
+            up: Direction::default(),
+            down: Direction::default(),
         };
         let slot = self.free.pop().unwrap_or(self.conns.len());
         if let Err(e) = self.watch(&conn, slot) {
@@ -312,32 +210,26 @@ impl Loop {
 
     fn handle(&mut self, token: u64, flags: EpollFlags) {
         let slot = (token / 2) as usize;
-        let tcp = self.protocol == Protocol::Tcp;
+        let upstream_side = token % 2 == 1;
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        if flags.contains(EpollFlags::EPOLLPRI) {
-            // Recorded even before the upstream connects, when the edge is not acted on yet.
-            match token % 2 {
-                0 => conn.up.maybe_urgent = true,
-                _ => conn.down.maybe_urgent = true,
-            }
-        }
+        conn.note(upstream_side, flags);
         let result = if conn.connected {
-            conn.pump(token % 2 == 1, flags, tcp)
+            conn.pump(upstream_side, flags, &mut self.io)
         } else {
-            let upstream_ready =
-                token % 2 == 1 && flags.intersects(EpollFlags::EPOLLOUT | EpollFlags::EPOLLERR);
-            if !upstream_ready {
+            if !upstream_side {
                 return;
             }
-            match sock::getsockopt(&conn.upstream, sockopt::SocketError) {
-                Ok(0) => conn.connected = true,
-                Ok(errno) => return self.close(slot, Errno::from_raw(errno)),
-                Err(e) => return self.close(slot, e),
+            if let Err(e) = connect_result(&conn.upstream, flags) {
+                return self.close(slot, e);
             }
+            if !flags.contains(EpollFlags::EPOLLOUT) {
+                return;
+            }
+            conn.connected = true;
             // The client's edges so far were not acted on: move both ways now.
-            conn.pump_all(tcp)
+            conn.pump_all(&mut self.io)
         };
         match result {
             Ok(false) => {}
@@ -358,6 +250,14 @@ impl Loop {
     }
 }
 
-fn io_errno(e: std::io::Error) -> Errno {
-    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+/// The outcome of a pending connect as an upstream event shows it: SO_ERROR is asked only
+/// when the event carries EPOLLERR or EPOLLHUP.
+fn connect_result(upstream: &OwnedFd, flags: EpollFlags) -> nix::Result<()> {
+    if !flags.intersects(EpollFlags::EPOLLERR | EpollFlags::EPOLLHUP) {
+        return Ok(());
+    }
+    match sock::getsockopt(upstream, sockopt::SocketError)? {
+        0 => Err(Errno::ECONNRESET),
+        errno => Err(Errno::from_raw(errno)),
+    }
 }
