@@ -76,6 +76,20 @@ impl TestNs {
         panic!("nothing listens on port {port} in {}", self.0);
     }
 
+    /// `nsenter --net=… PIER args…`: unlike `ip netns exec` it keeps /sys (and so the cgroup
+    /// mounts `pier run` needs) as they are.
+    fn pier_engine(&self, args: &[&str], state: &Path) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", self.0))
+            .arg(PIER)
+            .args(args);
+        command.env("PIER_STATE_DIR", state);
+        command.env("PIER_SUBNET_POOL", "198.18.0.0/15:24");
+        command.stdin(Stdio::null());
+        command
+    }
+
     fn iptables_rules(&self) -> String {
         let mut text = String::new();
         for table in ["nat", "filter"] {
@@ -142,19 +156,29 @@ fn is_bench_name(name: &str) -> bool {
 }
 
 fn bench(ns: &TestNs, args: &[&str]) -> (Output, Value) {
+    bench_with(ns, args, None)
+}
+
+/// Runs the benchmark in `ns` (through `pier run` when `state` is given, else `--server netns`).
+fn bench_with(ns: &TestNs, args: &[&str], state: Option<&Path>) -> (Output, Value) {
     let dir = tempfile::Builder::new()
         .prefix("pier-test-bench-net-")
         .tempdir()
         .expect("tempdir");
     let json = dir.path().join("net.json");
     let svg = dir.path().join("net.svg");
-    let mut full = vec!["bench", "net", "--server", "netns", "--duration", "1"];
+    let server = if state.is_some() { "pier" } else { "netns" };
+    let mut full = vec!["bench", "net", "--server", server, "--duration", "1"];
     full.extend_from_slice(&["--rounds", "1", "--conc", "1,2", "--port", "28080"]);
     full.extend_from_slice(args);
     let json_text = json.to_string_lossy().into_owned();
     let svg_text = svg.to_string_lossy().into_owned();
     full.extend_from_slice(&["--json", &json_text, "--svg", &svg_text]);
-    let out = ns.pier(&full).output().expect("run pier bench net");
+    let mut command = match state {
+        Some(state) => ns.pier_engine(&full, state),
+        None => ns.pier(&full),
+    };
+    let out = command.output().expect("run pier bench net");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
         .expect("valid JSON");
@@ -223,6 +247,45 @@ fn local_client_rows_start_measure_and_clean_up() {
     assert!(
         !ns.iptables_rules().contains("PIER-BENCH"),
         "iptables rules left"
+    );
+}
+
+#[test]
+fn server_started_by_pier_run_and_removed() {
+    if !require_root("server_started_by_pier_run_and_removed") {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let state = tempfile::Builder::new()
+        .prefix("pier-test-bench-state-")
+        .tempdir()
+        .expect("state dir");
+    let rows = ["direct", "pier-proxy", "docker-proxy", "pier-auto"];
+    let (_, report) = bench_with(&ns, &["--rows", &rows.join(",")], Some(state.path()));
+    assert!(
+        report["server"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("pier run")),
+        "{report:#}"
+    );
+    check_rows(&report, &rows[..3]);
+    // pier auto's eBPF programs are pinned host-wide for the namespace that first loaded them,
+    // so in a test namespace the row may fail; it must then say why.
+    let auto = report["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["row"] == "pier-auto"));
+    let auto = auto.expect("pier-auto row");
+    assert!(auto["status"] == "ok" || auto["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    let ps = ns
+        .pier_engine(&["ps", "-a", "-q"], state.path())
+        .output()
+        .expect("pier ps");
+    assert!(ps.status.success(), "{}", describe(&ps));
+    assert!(
+        ps.stdout.trim_ascii().is_empty(),
+        "containers left: {}",
+        describe(&ps)
     );
 }
 

@@ -1,8 +1,10 @@
 //! The server and the pier rows as a user makes them: pong containers started by `pier run`.
 //!
 //! Theory of operation: the measured server is `pier run -d --name pier-bench-<pid>-server
-//! --network bridge --cpus N host taskset -c SET PIER bench pong` (the engine has `--cpus`; the
-//! cpuset is applied inside with taskset, which the `host` root carries). Each pier row gets a pong
+//! --network bridge --cpus N -v PIER:/tmp/pier-bench:ro host taskset -c SET /tmp/pier-bench bench
+//! pong` (the engine has `--cpus`; the cpuset is applied inside with taskset, which the `host`
+//! root carries; the pier binary is bind-mounted in, since the `host` root holds only the host's
+//! system directories). Each pier row gets a pong
 //! container of its own, identical but for `-p P:8080 --publish-mode MODE`, because the publish
 //! mode is a property of the container. Addresses come from `pier inspect` (the first IPv4 and
 //! IPv6 address found in it). Every container is removed with `pier rm -f` by the cleanup stack.
@@ -19,6 +21,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+/// Where the pier binary is mounted inside the pong containers.
+const INSIDE: &str = "/tmp/pier-bench";
 
 /// The default bridge network's interface on the host.
 const BRIDGE: &str = "pier0";
@@ -93,21 +98,13 @@ fn run_pong(
     extra: &[&str],
 ) -> anyhow::Result<(Ipv4Addr, Option<Ipv6Addr>)> {
     let pier_text = pier.display().to_string();
-    let mut args = vec![
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--network",
-        "bridge",
-        "--cpus",
-        cpus,
-    ];
-    args.extend_from_slice(extra);
+    let volume = format!("{pier_text}:{INSIDE}:ro");
     let port = SERVER_PORT.to_string();
-    args.extend([
-        "host", "taskset", "-c", cpuset, &pier_text, "bench", "pong", "--port", &port,
-    ]);
+    let mut args = vec!["run", "-d", "--name", name, "--network", "bridge"];
+    args.extend_from_slice(&["--cpus", cpus, "-v", &volume]);
+    args.extend_from_slice(extra);
+    args.extend(["host", "taskset", "-c", cpuset, INSIDE]);
+    args.extend(["bench", "pong", "--port", &port]);
     cleanup.push(Undo::Command(
         pier_text.clone(),
         vec!["rm".into(), "-f".into(), name.into()],

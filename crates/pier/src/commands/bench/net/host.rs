@@ -7,7 +7,7 @@
 //! Ctrl-C — unwinding the stack in reverse leaves the host as it was. Unwinding keeps going past
 //! failures and reports every one. Processes are killed with SIGKILL to their whole group (a
 //! forwarder's workers included) and reaped: nothing the benchmark started holds state worth a
-//! graceful stop, and the benchmark blocks SIGTERM in itself and so in its children.
+//! graceful stop.
 //!
 //! Privileges: root. Exercised by tests/bench_net.rs.
 use anyhow::Context;
@@ -181,13 +181,37 @@ fn undo_one(undo: Undo) -> anyhow::Result<()> {
         Undo::Dir(path) => {
             std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))
         }
-        Undo::Command(program, args) => cmd(
-            &program,
-            &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        ),
+        Undo::Command(program, args) => cmd_within(&program, &args, Duration::from_secs(60)),
         Undo::Sysctl(path, old) => {
             std::fs::write(&path, &old).with_context(|| format!("restoring {path} to {old}"))
         }
+    }
+}
+
+/// Runs `program args…` (output discarded), killing it when it takes longer than `within`.
+fn cmd_within(program: &str, args: &[String], within: Duration) -> anyhow::Result<()> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run {program}"))?;
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            anyhow::ensure!(status.success(), "{program} {}: {status}", args.join(" "));
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!(
+                "{program} {}: no exit after {} s; killed",
+                args.join(" "),
+                within.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -133,6 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         cpuset: &cpuset,
         cpus: &args.cpus,
         listen: listen_address(args.client),
+        client: args.client,
         engine,
     };
     let (mut rows, skipped) = prepare_rows(&args, &setup, &client, &mut cleanup);

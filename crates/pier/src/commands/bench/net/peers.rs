@@ -24,6 +24,7 @@
 //! Privileges: root. Exercised by tests/bench_net.rs.
 use super::host::{check_port_free, spawn, wait_listening, which, Cleanup, Undo};
 use super::topo::{Server, SERVER_PORT};
+use super::Client;
 use anyhow::Context;
 use serde::Serialize;
 use std::io::{BufRead, BufReader};
@@ -98,6 +99,8 @@ pub struct Setup<'a> {
     pub cpus: &'a str,
     /// The address forwarders listen on: 0.0.0.0, or :: for the IPv6 client.
     pub listen: IpAddr,
+    /// Where wrk runs.
+    pub client: Client,
     /// Whether the server is a pier container (pier rows available).
     pub engine: bool,
 }
@@ -120,6 +123,20 @@ pub fn skip_reason(kind: RowKind, setup: &Setup) -> Option<String> {
     if kind == RowKind::KernelNat && setup.listen.is_ipv6() {
         return Some(
             "Docker's kernel NAT cannot serve an IPv6 client (::1) for an IPv4 container".into(),
+        );
+    }
+    if kind == RowKind::Direct && setup.client == Client::Remote && setup.engine {
+        return Some(
+            "pier's bridge drops traffic routed to container addresses from other interfaces \
+             (as Docker 28 does): ratios are to the host row"
+                .into(),
+        );
+    }
+    if kind == RowKind::PierNat && setup.client != Client::Remote {
+        return Some(
+            "pier's nat engine serves remote clients (clients on the host go through eBPF: \
+             see pier auto); measure it with --client remote"
+                .into(),
         );
     }
     let needs_engine = matches!(kind, RowKind::PierAuto | RowKind::PierNat);

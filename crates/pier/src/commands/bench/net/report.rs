@@ -8,7 +8,9 @@
 //! "rows":[{"row","label","command","status":"ok"|"failed","reason","cells":[{"connections",
 //! "samples":[{"requests_per_s","requests","p50_us","p99_us","cpu_percent","cpu_us_per_request"}],
 //! "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent","cpu_us_per_request",
-//! "ratio_to_direct"}]}], "skipped":[{"row","reason"}], "notes":[..], "interrupted"}`.
+//! "ratio_to_direct"}]}], "skipped":[{"row","reason"}], "notes":[..], "interrupted",
+//! "ratio_base"}`. `ratio_to_direct` is against `ratio_base`: the direct row, or the host row
+//! when direct could not be measured (a remote client cannot reach a pier container's address).
 //!
 //! Pure code apart from reading the machine's facts; unit tests below.
 use super::load::Sample;
@@ -36,6 +38,8 @@ pub struct NetReport {
     pub skipped: Vec<SkippedOut>,
     pub notes: Vec<String>,
     pub interrupted: bool,
+    /// The row ratios are taken against: direct, or the host row when direct was not measured.
+    pub ratio_base: Option<RowKind>,
 }
 
 #[derive(Debug, Serialize)]
@@ -125,9 +129,9 @@ pub fn build(
     notes: Vec<String>,
     wrk: &Path,
 ) -> NetReport {
-    let direct = rows
-        .iter()
-        .find(|r| r.kind == RowKind::Direct && r.failure.is_none());
+    let ok = |kind: RowKind| rows.iter().find(|r| r.kind == kind && r.failure.is_none());
+    let direct = ok(RowKind::Direct).or_else(|| ok(RowKind::Host));
+    let ratio_base = direct.map(|r| r.kind);
     let direct_median = |i: usize| {
         direct.and_then(|d| {
             median(
@@ -181,6 +185,7 @@ pub fn build(
             .collect(),
         notes,
         interrupted: crate::commands::bench::interrupt::stopped(),
+        ratio_base,
     }
 }
 
@@ -253,7 +258,7 @@ pub fn render(report: &NetReport) -> String {
             c.requests_per_s
                 .map(|s| format!("{:.0}–{:.0}", s.min, s.max))
         }),
-        ("ratio of requests/s to direct container IP", |c| {
+        ("ratio of requests/s to BASE", |c| {
             c.ratio_to_direct.map(|r| format!("{r:.2}×"))
         }),
         ("latency p50 / p99 (µs)", |c| {
@@ -263,8 +268,11 @@ pub fn render(report: &NetReport) -> String {
             c.cpu_us_per_request.map(|u| format!("{u:.1}"))
         }),
     ];
+    let base = report
+        .ratio_base
+        .map_or("nothing (no direct or host row)", RowKind::label);
     for (title, cell) in sections {
-        out.push_str(title);
+        out.push_str(&title.replace("BASE", base));
         out.push('\n');
         out.push_str(&table(report, cell).render());
         out.push('\n');
