@@ -1,6 +1,7 @@
 //! `pier bench`: scenario benchmarks, reproducible on any machine, side by side with the real peers
 //! (issue 6). Each scenario is a subcommand: `start` (container start time, issue 2), `net`
-//! (requests/s and forwarder CPU through every way to reach a container's port, issue 5), and the
+//! (requests/s and forwarder CPU through every way to reach a container's port, issue 5), `scale`
+//! (does that cost grow with the number of published ports), and the
 //! hidden `pong`, the HTTP server `net` measures through.
 //!
 //! Layout: `net/` is the network scenario (its own header says how), `pong.rs` its server,
@@ -16,6 +17,7 @@ mod pong;
 mod report;
 mod rows;
 mod runner;
+mod scale;
 mod start;
 mod stats;
 mod table;
@@ -38,6 +40,9 @@ enum Scenario {
     /// Requests/s, latency and forwarder CPU through every way to reach a container's port
     /// (host, direct, pier auto/nat/proxy, docker-proxy, kernel NAT, nginx, haproxy)
     Net(net::Args),
+    /// Connect latency and requests/s with 1, 100 and 1,000 published ports, per engine and for
+    /// Docker-style iptables rules
+    Scale(scale::Args),
     /// The HTTP server `bench net` measures through (answers every request with "pong")
     #[command(hide = true)]
     Pong(pong::Args),
@@ -48,6 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.scenario {
         Scenario::Start(args) => start::run(args),
         Scenario::Net(args) => net::run(args),
+        Scenario::Scale(args) => scale::run(args),
         Scenario::Pong(args) => pong::run(args),
     }
 }

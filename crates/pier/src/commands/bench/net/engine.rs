@@ -89,7 +89,7 @@ pub fn published(
 }
 
 /// `pier run -d` of a pong container; returns its addresses once it answers.
-fn run_pong(
+pub fn run_pong(
     cleanup: &mut Cleanup,
     pier: &Path,
     name: &str,

@@ -34,6 +34,29 @@ pub fn cmd(program: &str, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Feeds `rules` (iptables-restore syntax) to `iptables-restore --noflush`.
+pub fn restore(rules: &str) -> anyhow::Result<()> {
+    let mut child = Command::new("iptables-restore")
+        .args(["-w", "--noflush"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run iptables-restore")?;
+    if let Some(mut stdin) = child.stdin.take() {
+        std::io::Write::write_all(&mut stdin, rules.as_bytes())
+            .context("writing rules to iptables-restore")?;
+    }
+    let output = child
+        .wait_with_output()
+        .context("waiting for iptables-restore")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "iptables-restore: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
+}
+
 /// Spawns `command` in a process group of its own (so a Ctrl-C on the terminal reaches only the
 /// benchmark, which then stops it), stdin on /dev/null.
 pub fn spawn(mut command: Command, what: &str) -> anyhow::Result<Child> {

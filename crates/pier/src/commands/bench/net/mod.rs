@@ -12,17 +12,19 @@
 //! changed is on a cleanup stack (`host.rs`) unwound at the end, on error and on Ctrl-C
 //! (`../interrupt.rs`); namespaces of runs that were killed outright are swept at the next start.
 //!
+//! `pier bench scale` (`../scale.rs`) reuses the server, client, rules and load of this module.
+//!
 //! Layout: `topo.rs` server and client namespaces, `engine.rs` the `pier run` containers,
 //! `peers.rs` the rows, `load.rs` wrk and /proc CPU, `report.rs` tables and JSON, `svg.rs` charts.
 //!
 //! Privileges: root. Black-box tests: tests/bench_net.rs (never timing asserts).
-mod engine;
-mod host;
-mod load;
-mod peers;
-mod report;
+pub(super) mod engine;
+pub(super) mod host;
+pub(super) mod load;
+pub(super) mod peers;
+pub(super) mod report;
 mod svg;
-mod topo;
+pub(super) mod topo;
 
 use super::interrupt;
 use anyhow::Context;
