@@ -6,7 +6,7 @@
 //! JSON shape: `{"benchmark":"net","workload":"http","client","duration_s","rounds","concurrency":[..],
 //! "server","cpuset","machine":{"cores","kernel","cpu","versions":{..}},
 //! "rows":[{"row","label","command","status":"ok"|"failed","reason","cells":[{"connections",
-//! "samples":[{"requests_per_s","requests","p50_us","p99_us","cpu_percent","cpu_us_per_request"}],
+//! "samples":[{"requests_per_s","requests","errors","p50_us","p99_us","cpu_percent","cpu_us_per_request"}],
 //! "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent","cpu_us_per_request",
 //! "ratio_to_direct"}]}], "skipped":[{"row","reason"}], "notes":[..], "interrupted",
 //! "ratio_base"}`. `ratio_to_direct` is against `ratio_base`: the direct row, or the host row
@@ -163,6 +163,17 @@ pub fn build(
         })
         .collect();
     let mut notes = notes;
+    let errors: u64 = rows
+        .iter()
+        .flat_map(|r| r.samples.iter().flatten())
+        .map(|s| s.errors)
+        .sum();
+    if errors > 0 {
+        notes.push(format!(
+            "wrk counted {errors} read/write/timeout error(s) over the run (a stalled request \
+             times out after 2 s); per cell in the JSON"
+        ));
+    }
     notes.push(
         "forwarder CPU is that of forwarding processes (all threads and children, from /proc); \
          kernel paths (direct, NAT, eBPF) have none: their cost is softirq time /proc does not attribute"
@@ -241,15 +252,18 @@ fn first_line(program: &Path, args: &[&str]) -> Option<String> {
         .map(str::to_string)
 }
 
+/// How one table shows a cell.
+type CellText = fn(&CellOut) -> Option<String>;
+
 /// The terminal tables.
 pub fn render(report: &NetReport) -> String {
     let m = &report.machine;
     let mut out = format!(
-        "pier bench net: client {:?}, wrk {} s per cell, {} round(s) interleaved, medians over rounds\n\
+        "pier bench net: client {}, wrk {} s per cell, {} round(s) interleaved, medians over rounds\n\
          machine: {} cores, {}, kernel {}; server: {}\n\n",
-        report.client, report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server
+        client_text(report.client), report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server
     );
-    let sections: [(&str, fn(&CellOut) -> Option<String>); 5] = [
+    let sections: [(&str, CellText); 5] = [
         ("forwarder CPU (% of a core) and requests/s", |c| {
             let rps = c.requests_per_s?;
             Some(format!("{:.0}% {:.0}", c.cpu_percent?, rps.median))
@@ -297,7 +311,15 @@ pub fn render(report: &NetReport) -> String {
     out
 }
 
-fn table(report: &NetReport, cell: fn(&CellOut) -> Option<String>) -> Table {
+fn client_text(client: Client) -> &'static str {
+    match client {
+        Client::Local => "local (127.0.0.1)",
+        Client::Remote => "remote (a netns joined by veth, via the host's address)",
+        Client::Ipv6 => "ipv6 (::1)",
+    }
+}
+
+fn table(report: &NetReport, cell: CellText) -> Table {
     let headers: Vec<String> = report
         .concurrency
         .iter()
@@ -329,6 +351,7 @@ mod tests {
         Sample {
             requests_per_s: rps,
             requests: (rps * 10.0) as u64,
+            errors: 0,
             p50_us: 30.0,
             p99_us: 90.0,
             cpu_percent: cpu,
