@@ -112,8 +112,7 @@ pub fn run_pong(
     pier_output(pier, &args).with_context(|| format!("pier {}", args.join(" ")))?;
     let inspect = pier_output(pier, &["inspect", name])?;
     let json: serde_json::Value = serde_json::from_str(&inspect).context("parsing pier inspect")?;
-    let mut found = Vec::new();
-    addresses(&json, &mut found);
+    let found = container_addresses(&json);
     let addr = found
         .iter()
         .find_map(|a| match a {
@@ -143,6 +142,15 @@ fn pier_output(pier: &Path, args: &[&str]) -> anyhow::Result<String> {
         String::from_utf8_lossy(&output.stderr).trim()
     );
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The container's addresses from `pier inspect` (an array of one object): its `Addresses` field,
+/// or else every address anywhere in it.
+fn container_addresses(json: &serde_json::Value) -> Vec<IpAddr> {
+    let object = json.as_array().and_then(|a| a.first()).unwrap_or(json);
+    let mut found = Vec::new();
+    addresses(object.get("Addresses").unwrap_or(object), &mut found);
+    found
 }
 
 /// Every string in `json` that is an IP address (or an address/prefix), in document order.
@@ -214,15 +222,20 @@ mod tests {
 
     #[test]
     fn addresses_are_found_anywhere_in_inspect() {
-        let json = serde_json::json!({
-            "name": "x",
-            "networks": [{"name": "bridge", "ip": "198.18.0.2/24", "ip6": "2001:2::2"}],
-            "gateway": "198.18.0.1"
-        });
-        let mut found = Vec::new();
-        addresses(&json, &mut found);
-        assert_eq!(found.len(), 3);
+        let json = serde_json::json!([{
+            "Name": "x",
+            "Gateway": "198.18.0.1",
+            "Addresses": ["198.18.0.2", "2001:2::2"]
+        }]);
+        let found = container_addresses(&json);
+        assert_eq!(found.len(), 2);
         assert_eq!(found[0], "198.18.0.2".parse::<IpAddr>().unwrap());
+        let mut anywhere = Vec::new();
+        addresses(
+            &serde_json::json!({"net": [{"ip": "198.18.0.3/24"}]}),
+            &mut anywhere,
+        );
+        assert_eq!(anywhere, vec!["198.18.0.3".parse::<IpAddr>().unwrap()]);
     }
 
     #[test]
