@@ -3,13 +3,14 @@
 //! engines and for Docker-style iptables rules (one DNAT rule per port).
 //!
 //! Theory of operation: the pong server and client side are those of `pier bench net`. For each
-//! port count N in turn, every row publishes N host ports to the server's port 8080 — pier rows
-//! as one container with N `-p` flags and the row's `--publish-mode`, the Docker row as N DNAT
-//! rules in a chain, in order — and the measured port is the LAST one (the worst case for a
-//! linear rule list; a map lookup does not care). Then, rows interleaved round by round: the
-//! median of 200 sequential TCP connects (connect + close, timed from the client's namespace)
-//! and one wrk -c1 cell. Everything for N is torn down before N+1 is set up, so rules of one
-//! count never sit in front of another's. The report gives per row and N the medians over
+//! port count N and each row, alone on the host: the row publishes N host ports (PORT…PORT+N-1)
+//! to the server's port 8080 — pier rows as one container with N `-p` flags and the row's
+//! `--publish-mode`, the Docker row as N DNAT rules in a chain, in order — and the measured port
+//! is the LAST one (the worst case for a linear rule list; a map lookup does not care). Each
+//! round takes the median of 200 sequential TCP connects (connect + close, timed from the
+//! client's namespace) and one wrk -c1 cell. The row's ports are removed before the next row
+//! publishes: rows are NOT interleaved here, because Docker's rules sit in PREROUTING and OUTPUT
+//! in front of every other row's traffic and would charge their cost to it. The report gives per row and N the medians over
 //! rounds, and the 1,000-to-1 ratio of connect latency (issue 5's goal: ≤ 1.05).
 //!
 //! Privileges: root. Black-box test: tests/bench_scale.rs (never timing asserts).
@@ -39,7 +40,7 @@ pub struct Args {
     /// Seconds of wrk -c1 per cell
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     duration: u64,
-    /// First host port; row R with N ports uses PORT + R×1000 … + N-1
+    /// First host port; N ports are PORT … PORT+N-1
     #[arg(long, default_value_t = 20000)]
     port: u16,
     /// Also write the results as JSON to FILE
@@ -118,9 +119,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             host_addr: Ipv4Addr::LOCALHOST.into(),
         },
     };
+    let local = client.netns.is_none();
+    if local && args.rows.contains(&ScaleRow::PierNat) {
+        eprintln!(
+            "pier bench scale: skipped pier nat: it serves remote clients (use --client remote)"
+        );
+    }
     let rows: Vec<ScaleRow> = ScaleRow::ALL
         .into_iter()
-        .filter(|r| args.rows.contains(r))
+        .filter(|r| args.rows.contains(r) && !(local && *r == ScaleRow::PierNat))
         .collect();
     let mut out: Vec<RowOut> = rows
         .iter()
@@ -131,25 +138,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             connect_ratio: None,
         })
         .collect();
+    let ctx = Ctx {
+        pier: &pier,
+        server: &server,
+        cpuset: &cpuset,
+        client: &client,
+        wrk: &wrk,
+    };
     for &count in &args.ports {
-        if interrupt::stopped() {
-            break;
-        }
-        eprintln!("pier bench scale: {count} published port(s) per row");
-        let mut per_count = host::Cleanup::default();
-        let ctx = Ctx {
-            pier: &pier,
-            server: &server,
-            cpuset: &cpuset,
-            client: &client,
-            wrk: &wrk,
-        };
-        let cells = measure_count(&args, &ctx, &rows, count, &mut per_count);
-        for failure in per_count.run() {
-            eprintln!("pier bench scale: cleanup: {failure}");
-        }
-        for (row, cell) in out.iter_mut().zip(cells) {
-            row.cells.push(cell);
+        for row in out.iter_mut() {
+            if interrupt::stopped() {
+                break;
+            }
+            eprintln!(
+                "pier bench scale: {} with {count} published port(s)",
+                row.label
+            );
+            row.cells.push(measure_cell(&args, &ctx, row.row, count));
         }
     }
     let failures = cleanup.run();
@@ -180,57 +185,40 @@ struct Ctx<'a> {
     wrk: &'a Path,
 }
 
-/// Publishes `count` ports for every row, then measures the rows interleaved.
-fn measure_count(
-    args: &Args,
-    ctx: &Ctx,
-    rows: &[ScaleRow],
-    count: u16,
-    cleanup: &mut host::Cleanup,
-) -> Vec<Cell> {
-    let mut cells: Vec<Cell> = Vec::new();
-    let mut targets = Vec::new();
-    for (r, &row) in rows.iter().enumerate() {
-        let first = args.port.saturating_add(r as u16 * 1000);
-        let ports: Vec<u16> = (first..first.saturating_add(count)).collect();
-        let published = if row == ScaleRow::PierNat && ctx.client.netns.is_none() {
-            Err(anyhow::anyhow!(
-                "pier's nat engine serves remote clients: measure it with --client remote"
-            ))
-        } else {
-            publish(row, &ports, ctx, cleanup)
-        };
-        let cell = Cell {
-            ports: count,
-            connect_us: Vec::new(),
-            requests_per_s: Vec::new(),
-            connect_us_median: None,
-            requests_per_s_median: None,
-            failure: published.err().map(|e| format!("{e:#}")),
-        };
-        let last = *ports.last().unwrap_or(&first);
-        targets.push(SocketAddr::new(ctx.client.host_addr, last));
-        cells.push(cell);
-    }
+/// Publishes `count` ports for `row`, measures them, and removes them again.
+fn measure_cell(args: &Args, ctx: &Ctx, row: ScaleRow, count: u16) -> Cell {
+    let mut cleanup = host::Cleanup::default();
+    let first = args.port;
+    let ports: Vec<u16> = (first..first.saturating_add(count)).collect();
+    let mut cell = Cell {
+        ports: count,
+        connect_us: Vec::new(),
+        requests_per_s: Vec::new(),
+        connect_us_median: None,
+        requests_per_s_median: None,
+        failure: publish(row, &ports, ctx, &mut cleanup)
+            .err()
+            .map(|e| format!("{e:#}")),
+    };
+    let target = SocketAddr::new(ctx.client.host_addr, *ports.last().unwrap_or(&first));
     for _ in 0..args.rounds {
-        for (cell, target) in cells.iter_mut().zip(&targets) {
-            if cell.failure.is_some() || interrupt::stopped() {
-                continue;
+        if cell.failure.is_some() || interrupt::stopped() {
+            break;
+        }
+        match sample(args, ctx, target) {
+            Ok((connect, rps)) => {
+                cell.connect_us.push(connect);
+                cell.requests_per_s.push(rps);
             }
-            match sample(args, ctx, *target) {
-                Ok((connect, rps)) => {
-                    cell.connect_us.push(connect);
-                    cell.requests_per_s.push(rps);
-                }
-                Err(e) => cell.failure = Some(e),
-            }
+            Err(e) => cell.failure = Some(e),
         }
     }
-    for cell in &mut cells {
-        cell.connect_us_median = median(&cell.connect_us);
-        cell.requests_per_s_median = median(&cell.requests_per_s);
+    for failure in cleanup.run() {
+        eprintln!("pier bench scale: cleanup: {failure}");
     }
-    cells
+    cell.connect_us_median = median(&cell.connect_us);
+    cell.requests_per_s_median = median(&cell.requests_per_s);
+    cell
 }
 
 fn publish(
