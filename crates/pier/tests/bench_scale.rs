@@ -42,6 +42,10 @@ fn scale_publishes_measures_and_removes() {
     let ns = TestNs(format!("pier-test-bench-scale-{}", std::process::id()));
     let added = Command::new("ip").args(["netns", "add", &ns.0]).status();
     assert!(added.is_ok_and(|s| s.success()), "ip netns add {}", ns.0);
+    let lo = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"])
+        .status();
+    assert!(lo.is_ok_and(|s| s.success()), "lo up in {}", ns.0);
     let dir = tempfile::Builder::new()
         .prefix("pier-test-bench-scale-")
         .tempdir()
@@ -57,8 +61,23 @@ fn scale_publishes_measures_and_removes() {
         command.output().expect("run pier")
     };
     let json_text = json.to_string_lossy().into_owned();
-    let args = ["bench", "scale", "--ports", "1,3", "--rounds", "1", "--duration", "1"];
-    let out = pier(&[&args[..], &["--rows", "docker-iptables,pier-auto", "--json", &json_text]].concat());
+    let args = [
+        "bench",
+        "scale",
+        "--ports",
+        "1,3",
+        "--rounds",
+        "1",
+        "--duration",
+        "1",
+    ];
+    let out = pier(
+        &[
+            &args[..],
+            &["--rows", "docker-iptables,pier-auto", "--json", &json_text],
+        ]
+        .concat(),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
@@ -73,15 +92,24 @@ fn scale_publishes_measures_and_removes() {
     for cell in cells {
         assert!(cell["failure"].is_null(), "{cell:#}");
         assert!(cell["connect_us_median"].as_f64().is_some_and(|v| v > 0.0));
-        assert!(cell["requests_per_s_median"].as_f64().is_some_and(|v| v > 0.0));
+        assert!(cell["requests_per_s_median"]
+            .as_f64()
+            .is_some_and(|v| v > 0.0));
     }
-    let auto = rows.iter().find(|r| r["row"] == "pier-auto").expect("pier-auto row");
+    let auto = rows
+        .iter()
+        .find(|r| r["row"] == "pier-auto")
+        .expect("pier-auto row");
     for cell in auto["cells"].as_array().expect("cells") {
         let measured = cell["connect_us_median"].as_f64().is_some();
         assert!(measured || cell["failure"].is_string(), "{cell:#}");
     }
     let ps = pier(&["ps", "-a", "-q"]);
-    assert!(ps.stdout.trim_ascii().is_empty(), "containers left: {}", describe(&ps));
+    assert!(
+        ps.stdout.trim_ascii().is_empty(),
+        "containers left: {}",
+        describe(&ps)
+    );
     let rules = Command::new("nsenter")
         .arg(&enter)
         .args(["iptables", "-t", "nat", "-S"])

@@ -53,6 +53,10 @@ fn start_writes_json_of_the_documented_shape() {
     let netns = format!("pier-test-bench-start-{}", std::process::id());
     let added = Command::new("ip").args(["netns", "add", &netns]).status();
     assert!(added.is_ok_and(|s| s.success()), "ip netns add {netns}");
+    let lo = Command::new("ip")
+        .args(["netns", "exec", &netns, "ip", "link", "set", "lo", "up"])
+        .status();
+    assert!(lo.is_ok_and(|s| s.success()), "lo up in {netns}");
     let state = dir.path().join("engine-state");
     let output = Command::new("nsenter")
         .arg(format!("--net=/run/netns/{netns}"))
