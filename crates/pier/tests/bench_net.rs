@@ -343,6 +343,84 @@ fn port_in_use_fails_that_row_only() {
     check_rows(&report, &["direct"]);
 }
 
+/// Processes whose command line mentions `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    let entries = std::fs::read_dir("/proc").expect("read /proc");
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+        .filter(|line| line.contains(needle))
+        .collect()
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_cleans_up() {
+    if !require_root("ctrl_c_stops_the_run_and_cleans_up") {
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let before = bench_traces();
+    let args = [
+        "bench",
+        "net",
+        "--server",
+        "netns",
+        "--duration",
+        "5",
+        "--rounds",
+        "5",
+    ];
+    let rows = ["--rows", "direct,docker-proxy,nginx", "--port", "29080"];
+    let mut child = ns
+        .pier(&[&args[..], &rows].concat())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pier bench net");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    let started = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("round 1"));
+    assert!(started, "the run never reached round 1");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}\n{}",
+        describe(&out),
+        rest.join("\n")
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("stopping and cleaning up")),
+        "{rest:?}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("direct container IP"));
+    assert_eq!(
+        bench_traces(),
+        before,
+        "the benchmark left a namespace or work dir"
+    );
+    assert!(
+        !ns.iptables_rules().contains("PIER-BENCH"),
+        "iptables rules left"
+    );
+    assert_eq!(processes_with("-host-port 29085"), Vec::<String>::new());
+    assert_eq!(processes_with("pier-bench-net-"), Vec::<String>::new());
+}
+
 #[test]
 fn unknown_row_and_workload_are_refused_by_name() {
     for (flag, value) in [("--rows", "direct,nosuch"), ("--workload", "nosuch")] {

@@ -1,15 +1,17 @@
 //! `pier bench`: scenario benchmarks, reproducible on any machine, side by side with the real peers
 //! (issue 6). Each scenario is a subcommand: `start` (container start time, issue 2), `net`
 //! (requests/s and forwarder CPU through every way to reach a container's port, issue 5), `scale`
-//! (does that cost grow with the number of published ports), and the
-//! hidden `pong`, the HTTP server `net` measures through.
+//! (does that cost grow with the number of published ports), and the hidden `pong`, the HTTP
+//! server `net` measures through.
 //!
-//! Layout: `net/` is the network scenario (its own header says how), `pong.rs` its server,
-//! `interrupt.rs` Ctrl-C handling for long runs; `start.rs` runs the start scenario; `bundle.rs` builds its OCI bundles; `rows.rs` says what is
-//! measured and how; `runner.rs` times one run; `stats.rs` holds the medians and the interleaved
-//! schedule; `report.rs` and `table.rs` print the results and write the JSON.
+//! Layout: `net/` is the network scenario (its own header says how), `scale.rs` reuses it,
+//! `pong.rs` is its server, `interrupt.rs` Ctrl-C handling for long runs. `start.rs` runs the
+//! start scenario; `bundle.rs` builds its OCI bundles; `rows.rs` says what is measured and how
+//! (runtimes and the engine's `pier run` rows); `runner.rs` times one run; `stats.rs` holds the
+//! medians and the interleaved schedule; `report.rs` and `table.rs` print the results and write
+//! the JSON (`table.rs` serves `net` too).
 //!
-//! Benchmarks are never timed tests: tests/bench_start.rs checks the JSON shape only.
+//! Benchmarks are never timed tests: tests/bench_*.rs check shapes, cleanup and bad input only.
 mod bundle;
 mod interrupt;
 mod net;
@@ -34,8 +36,9 @@ pub struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum Scenario {
-    /// Container start time of pier, crun, runc and the bare namespace floor, without seccomp and
-    /// with Docker's default profile
+    /// Container start time of pier, crun, runc, the bare namespace floor and the engine's
+    /// `pier run` (no network, bridge, bridge + published port), without seccomp and with
+    /// Docker's default profile
     Start(start::Args),
     /// Requests/s, latency and forwarder CPU through every way to reach a container's port
     /// (host, direct, pier auto/nat/proxy, docker-proxy, kernel NAT, nginx, haproxy)

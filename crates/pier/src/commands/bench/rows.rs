@@ -9,6 +9,11 @@
 //! container when it exits; whatever a failing run leaves is force-deleted by [`sweep`] with the same
 //! runtime, and the work dir is removed.
 //!
+//! The engine rows (issue 4) run `pier run --rm --name ID --network none|bridge [-p 8080] host
+//! /bin/true` (with `--security-opt seccomp=unconfined` in the no-seccomp mode): the engine's whole
+//! path, in the engine's own state dir (PIER_STATE_DIR or its default) since the bridge it makes
+//! belongs to that state. Their leftovers are found by name (`pier-bench-<pid>-…`) in `pier ps -a`.
+//!
 //! Privileges: root. Exercised by the black-box test tests/bench_start.rs.
 use super::bundle::{Bundles, Seccomp};
 use super::runner::{CrunNamespace, Invocation};
