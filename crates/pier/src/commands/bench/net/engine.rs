@@ -40,6 +40,7 @@ pub fn server(
     Ok(Server {
         addr,
         addr6,
+        port: SERVER_PORT,
         iface: BRIDGE.to_string(),
         how: format!(
             "pier run -d --network bridge --cpus {cpus} host taskset -c {cpuset} pier bench pong"
@@ -97,18 +98,49 @@ pub fn run_pong(
     cpus: &str,
     extra: &[&str],
 ) -> anyhow::Result<(Ipv4Addr, Option<Ipv6Addr>)> {
-    let pier_text = pier.display().to_string();
-    let volume = format!("{pier_text}:{INSIDE}:ro");
+    let volume = format!("{}:{INSIDE}:ro", pier.display());
     let port = SERVER_PORT.to_string();
+    let mut flags = vec!["-v", volume.as_str()];
+    flags.extend_from_slice(extra);
+    let command = [INSIDE, "bench", "pong", "--port", &port];
+    let detached = Detached {
+        name,
+        cpuset,
+        cpus,
+        flags: &flags,
+        command: &command,
+        port: SERVER_PORT,
+    };
+    run_detached(cleanup, pier, &detached)
+}
+
+/// A detached container on the default bridge, pinned with taskset inside the `host` root.
+#[derive(Debug)]
+pub struct Detached<'a> {
+    pub name: &'a str,
+    pub cpuset: &'a str,
+    pub cpus: &'a str,
+    /// `pier run` flags besides name, network and cpus.
+    pub flags: &'a [&'a str],
+    pub command: &'a [&'a str],
+    /// The TCP port the command listens on: the container is ready when it accepts there.
+    pub port: u16,
+}
+
+/// `pier run -d` of `container`; returns its addresses once it listens on its port.
+pub fn run_detached(
+    cleanup: &mut Cleanup,
+    pier: &Path,
+    container: &Detached,
+) -> anyhow::Result<(Ipv4Addr, Option<Ipv6Addr>)> {
+    let name = container.name;
     let mut args = vec!["run", "-d", "--name", name, "--network", "bridge"];
-    args.extend_from_slice(&["--cpus", cpus, "-v", &volume]);
-    args.extend_from_slice(extra);
-    args.extend(["host", "taskset", "-c", cpuset, INSIDE]);
-    args.extend(["bench", "pong", "--port", &port]);
-    cleanup.push(Undo::Command(
-        pier_text.clone(),
-        vec!["rm".into(), "-f".into(), name.into()],
-    ));
+    args.extend_from_slice(&["--cpus", container.cpus]);
+    args.extend_from_slice(container.flags);
+    args.extend(["host", "taskset", "-c", container.cpuset]);
+    args.extend_from_slice(container.command);
+    let rm = vec!["rm".into(), "-f".into(), name.into()];
+    cleanup.push(Undo::Command(pier.display().to_string(), rm));
     pier_output(pier, &args).with_context(|| format!("pier {}", args.join(" ")))?;
     let inspect = pier_output(pier, &["inspect", name])?;
     let json: serde_json::Value = serde_json::from_str(&inspect).context("parsing pier inspect")?;
@@ -124,8 +156,8 @@ pub fn run_pong(
         IpAddr::V6(v6) if !v6.is_loopback() && !v6.is_unspecified() => Some(*v6),
         _ => None,
     });
-    wait_listening((addr, SERVER_PORT).into(), None, Duration::from_secs(5))
-        .with_context(|| format!("pong in container {name} does not answer"))?;
+    wait_listening((addr, container.port).into(), None, Duration::from_secs(15))
+        .with_context(|| format!("container {name} does not answer"))?;
     Ok((addr, addr6))
 }
 

@@ -231,7 +231,7 @@ fn parse_stat(text: &str) -> Option<Stat> {
     })
 }
 
-fn clock_ticks_per_s() -> f64 {
+pub fn clock_ticks_per_s() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()

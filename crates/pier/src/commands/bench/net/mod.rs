@@ -22,6 +22,7 @@ pub(super) mod engine;
 pub(super) mod host;
 pub(super) mod load;
 pub(super) mod peers;
+mod pg;
 pub(super) mod report;
 mod svg;
 pub(super) mod topo;
@@ -67,7 +68,8 @@ pub struct Args {
     /// First host port; the Nth row of the full list (host=0 … haproxy=8) listens on PORT+N
     #[arg(long, default_value_t = 18080)]
     port: u16,
-    /// What the client does: http (wrk against the pong server)
+    /// What the client does: http (wrk against the pong server), pg (pgbench -S -M prepared
+    /// against PostgreSQL in a container, seed 001)
     #[arg(long, value_enum, default_value_t = Workload::Http)]
     workload: Workload,
     /// Also write the results as JSON to FILE
@@ -86,9 +88,11 @@ pub enum Client {
     Ipv6,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Workload {
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
     Http,
+    Pg,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +116,10 @@ pub struct Row {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let wrk = which("wrk").context("wrk is not installed (or not in PATH): apt install wrk")?;
+    if args.workload == Workload::Pg {
+        which("pgbench")
+            .context("pgbench is not installed (or not in PATH): apt install postgresql-contrib")?;
+    }
     anyhow::ensure!(
         nix::unistd::geteuid().is_root(),
         "pier bench net needs root: it makes namespaces, veths and iptables rules"
@@ -125,7 +133,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut cleanup = Cleanup::default();
     cleanup.push(host::Undo::Dir(work.clone()));
     let mut notes = Vec::new();
-    let (server, engine) = start_server(&args, &mut cleanup, &pier, &cpuset, &mut notes)?;
+    let (server, engine) = match args.workload {
+        Workload::Http => start_server(&args, &mut cleanup, &pier, &cpuset, &mut notes)?,
+        Workload::Pg => (
+            pg::server(
+                &mut cleanup,
+                &pier,
+                &work,
+                &cpuset,
+                &args.cpus,
+                auto_port(&args),
+            )?,
+            true,
+        ),
+    };
     eprintln!("pier bench net: server: {}", server.how);
     let client = client_side(args.client, &server, &mut cleanup)?;
     let setup = Setup {
@@ -137,9 +158,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         listen: listen_address(args.client),
         client: args.client,
         engine,
+        pg_auto_port: (args.workload == Workload::Pg).then(|| auto_port(&args)),
     };
     let (mut rows, skipped) = prepare_rows(&args, &setup, &client, &mut cleanup);
-    measure(&args, &wrk, &client, &mut rows);
+    measure(&args, &wrk, &client, &mut rows, &work);
     notes.extend(cleanup.run());
     let report = report::build(&args, &server, &cpuset, &rows, skipped, notes, &wrk);
     print!("{}", report::render(&report));
@@ -157,6 +179,15 @@ fn write_outputs(args: &Args, report: &report::NetReport) -> anyhow::Result<()> 
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The host port of the `pier auto` row (its place in the full row list).
+fn auto_port(args: &Args) -> u16 {
+    let index = RowKind::ALL
+        .iter()
+        .position(|k| *k == RowKind::PierAuto)
+        .unwrap_or(0);
+    args.port.saturating_add(index as u16)
 }
 
 /// The last CPU this process may run on, as a cpuset (the server's default pin).
@@ -266,7 +297,7 @@ fn row_of(
 }
 
 /// Runs the interleaved schedule.
-fn measure(args: &Args, wrk: &Path, client: &ClientSide, rows: &mut [Row]) {
+fn measure(args: &Args, wrk: &Path, client: &ClientSide, rows: &mut [Row], work: &Path) {
     let total = args.rounds as usize * rows.len() * args.conc.len();
     let mut progress = Progress::new(total);
     for round in 0..args.rounds {
@@ -291,7 +322,18 @@ fn measure(args: &Args, wrk: &Path, client: &ClientSide, rows: &mut [Row]) {
                     connections: conc,
                     duration: Duration::from_secs(args.duration),
                 };
-                match load::measure(&load, &row.forwarders) {
+                let pgbench = pg::Bench {
+                    netns: client.netns.as_deref(),
+                    target,
+                    clients: conc,
+                    duration: load.duration,
+                    log_dir: work,
+                };
+                let measured = match args.workload {
+                    Workload::Http => load::measure(&load, &row.forwarders),
+                    Workload::Pg => pg::measure(&pgbench, &row.forwarders),
+                };
+                match measured {
                     Ok(sample) => row.samples[cell].push(sample),
                     Err(_) if interrupt::stopped() => {}
                     Err(reason) => row.failure = Some(format!("at -c{conc}: {reason}")),

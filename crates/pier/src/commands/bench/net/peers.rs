@@ -23,7 +23,7 @@
 //!
 //! Privileges: root. Exercised by tests/bench_net.rs.
 use super::host::{self, check_port_free, spawn, wait_listening, which, Cleanup, Undo};
-use super::topo::{Server, SERVER_PORT};
+use super::topo::Server;
 use super::Client;
 use anyhow::Context;
 use serde::Serialize;
@@ -101,6 +101,8 @@ pub struct Setup<'a> {
     pub listen: IpAddr,
     /// Where wrk runs.
     pub client: Client,
+    /// With `--workload pg`: the port the database container itself is published on (auto).
+    pub pg_auto_port: Option<u16>,
     /// Whether the server is a pier container (pier rows available).
     pub engine: bool,
 }
@@ -119,6 +121,9 @@ pub fn skip_reason(kind: RowKind, setup: &Setup) -> Option<String> {
         if which(program).is_none() {
             return Some(format!("{program} is not installed"));
         }
+    }
+    if setup.pg_auto_port.is_some() && matches!(kind, RowKind::Host | RowKind::PierNat) {
+        return Some("not a row of the pg workload (it would need a database of its own)".into());
     }
     if kind == RowKind::KernelNat && setup.listen.is_ipv6() {
         return Some(
@@ -151,10 +156,10 @@ pub fn prepare(
     setup: &Setup,
     cleanup: &mut Cleanup,
 ) -> anyhow::Result<Ready> {
-    let container = SocketAddr::from((setup.server.addr, SERVER_PORT));
+    let container = SocketAddr::from((setup.server.addr, setup.server.port));
     if kind == RowKind::Direct {
         let target = match (setup.listen, setup.server.addr6) {
-            (IpAddr::V6(_), Some(six)) => SocketAddr::from((six, SERVER_PORT)),
+            (IpAddr::V6(_), Some(six)) => SocketAddr::from((six, setup.server.port)),
             _ => container,
         };
         let command = format!("wrk → {target}");
@@ -164,7 +169,9 @@ pub fn prepare(
             command,
         });
     }
-    check_port_free(port, setup.listen.is_ipv6())?;
+    if setup.pg_auto_port != Some(port) {
+        check_port_free(port, setup.listen.is_ipv6())?;
+    }
     let front = SocketAddr::from((setup.listen, port));
     match kind {
         RowKind::Host => host_server(port, setup, cleanup),
@@ -175,7 +182,17 @@ pub fn prepare(
             container,
             cleanup,
         ),
-        RowKind::PierProxy if !setup.engine => {
+        RowKind::PierAuto if setup.pg_auto_port.is_some() => {
+            let target = dial(front);
+            let command =
+                "pier run -p PORT:5432 --publish-mode auto (the database container)".into();
+            Ok(Ready {
+                target,
+                forwarders: vec![],
+                command,
+            })
+        }
+        RowKind::PierProxy if !setup.engine || setup.pg_auto_port.is_some() => {
             userland_proxy(setup.pier, &["proxy"], front, container, cleanup)
         }
         RowKind::KernelNat => kernel_nat(port, setup, cleanup),
@@ -316,7 +333,7 @@ pub fn docker_rules(
 ) -> anyhow::Result<String> {
     let chain = format!("PIER-BENCH-{}", std::process::id());
     let iface = server.iface.as_str();
-    let (c, cport) = (server.addr.to_string(), SERVER_PORT.to_string());
+    let (c, cport) = (server.addr.to_string(), server.port.to_string());
     let (to, c32) = (format!("{c}:{cport}"), format!("{c}/32"));
     cleanup.sysctl(
         &format!("/proc/sys/net/ipv4/conf/{iface}/route_localnet"),

@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 #[derive(Debug, Serialize)]
 pub struct NetReport {
     pub benchmark: &'static str,
-    pub workload: &'static str,
+    pub workload: super::Workload,
     pub client: Client,
     pub duration_s: u64,
     pub rounds: u32,
@@ -181,7 +181,7 @@ pub fn build(
     );
     NetReport {
         benchmark: "net",
-        workload: "http",
+        workload: args.workload,
         client: args.client,
         duration_s: args.duration,
         rounds: args.rounds,
@@ -259,9 +259,9 @@ type CellText = fn(&CellOut) -> Option<String>;
 pub fn render(report: &NetReport) -> String {
     let m = &report.machine;
     let mut out = format!(
-        "pier bench net: client {}, wrk {} s per cell, {} round(s) interleaved, medians over rounds\n\
+        "pier bench net: client {}, {} {} s per cell, {} round(s) interleaved, medians over rounds\n\
          machine: {} cores, {}, kernel {}; server: {}\n\n",
-        client_text(report.client), report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server
+        client_text(report.client), tool(report), report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server
     );
     let sections: [(&str, CellText); 5] = [
         ("forwarder CPU (% of a core) and requests/s", |c| {
@@ -285,8 +285,12 @@ pub fn render(report: &NetReport) -> String {
     let base = report
         .ratio_base
         .map_or("nothing (no direct or host row)", RowKind::label);
+    let unit = match report.workload {
+        super::Workload::Http => "requests/s",
+        super::Workload::Pg => "transactions/s (pgbench -S -M prepared)",
+    };
     for (title, cell) in sections {
-        out.push_str(&title.replace("BASE", base));
+        out.push_str(&title.replace("BASE", base).replacen("requests/s", unit, 1));
         out.push('\n');
         out.push_str(&table(report, cell).render());
         out.push('\n');
@@ -311,6 +315,14 @@ pub fn render(report: &NetReport) -> String {
     out
 }
 
+/// The load generator's name.
+fn tool(report: &NetReport) -> &'static str {
+    match report.workload {
+        super::Workload::Http => "wrk",
+        super::Workload::Pg => "pgbench",
+    }
+}
+
 fn client_text(client: Client) -> &'static str {
     match client {
         Client::Local => "local (127.0.0.1)",
@@ -323,7 +335,7 @@ fn table(report: &NetReport, cell: CellText) -> Table {
     let headers: Vec<String> = report
         .concurrency
         .iter()
-        .map(|c| format!("wrk -c{c}"))
+        .map(|c| format!("{} -c{c}", tool(report)))
         .collect();
     let mut columns = vec![("row", Align::Left)];
     columns.extend(headers.iter().map(|h| (h.as_str(), Align::Right)));

@@ -34,6 +34,8 @@ const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 254, 6);
 pub struct Server {
     pub addr: Ipv4Addr,
     pub addr6: Option<Ipv6Addr>,
+    /// The TCP port the server listens on (8080 for pong, 5432 for PostgreSQL).
+    pub port: u16,
     /// Host-side interface towards the server (the veth, or the container's bridge).
     pub iface: String,
     /// How it was started, for the report.
@@ -98,6 +100,7 @@ pub fn netns_server(cleanup: &mut Cleanup, pier: &Path, cpuset: &str) -> anyhow:
     Ok(Server {
         addr: SERVER_ADDR,
         addr6: Some(SERVER_ADDR6),
+        port: SERVER_PORT,
         iface: veth,
         how,
     })
