@@ -290,6 +290,43 @@ fn server_started_by_pier_run_and_removed() {
 }
 
 #[test]
+fn pg_workload_runs_pgbench_through_the_rows() {
+    if !require_root("pg_workload_runs_pgbench_through_the_rows") {
+        return;
+    }
+    if !Path::new("/usr/lib/postgresql").is_dir() {
+        eprintln!("skipped pg_workload_runs_pgbench_through_the_rows: PostgreSQL is not installed");
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let state = tempfile::Builder::new()
+        .prefix("pier-test-bench-state-")
+        .tempdir()
+        .expect("state dir");
+    let args = [
+        "--workload",
+        "pg",
+        "--rows",
+        "direct,docker-proxy,pier-auto,host",
+    ];
+    let (_, report) = bench_with(&ns, &args, Some(state.path()));
+    assert_eq!(report["workload"], "pg");
+    check_rows(&report, &["direct", "docker-proxy"]);
+    let skipped = report["skipped"].as_array().expect("skipped");
+    assert!(skipped.iter().any(|s| s["row"] == "host"), "{report:#}");
+    let ps = ns
+        .pier_engine(&["ps", "-a", "-q"], state.path())
+        .output()
+        .expect("pier ps");
+    assert!(
+        ps.stdout.trim_ascii().is_empty(),
+        "containers left: {}",
+        describe(&ps)
+    );
+}
+
+#[test]
 fn remote_and_ipv6_clients_measure() {
     if !require_root("remote_and_ipv6_clients_measure") {
         return;
