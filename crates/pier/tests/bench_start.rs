@@ -1,6 +1,10 @@
 //! Black-box test of `pier bench start`: it runs, writes JSON of the documented shape (see
 //! commands/bench/report.rs), and leaves no work dir behind. Never asserts a timing.
 //!
+//! The benchmark runs inside a network namespace of the test's own (entered with `nsenter --net`,
+//! which keeps /sys and so the cgroup mounts), with its own engine state dir and the test subnet
+//! pool, so the bridge the engine rows make lives and dies with the namespace.
+//!
 //! Needs root (skips with a reason otherwise, fails under `CI=true`) and busybox-static.
 use serde_json::Value;
 use std::process::Command;
@@ -46,11 +50,24 @@ fn start_writes_json_of_the_documented_shape() {
         .expect("tempdir");
     let json = dir.path().join("start.json");
     let before = pier_bench_dirs();
-    let output = Command::new(PIER)
+    let netns = format!("pier-test-bench-start-{}", std::process::id());
+    let added = Command::new("ip").args(["netns", "add", &netns]).status();
+    assert!(added.is_ok_and(|s| s.success()), "ip netns add {netns}");
+    let lo = Command::new("ip")
+        .args(["netns", "exec", &netns, "ip", "link", "set", "lo", "up"])
+        .status();
+    assert!(lo.is_ok_and(|s| s.success()), "lo up in {netns}");
+    let state = dir.path().join("engine-state");
+    let output = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{netns}"))
+        .arg(PIER)
         .args(["bench", "start", "--runs", "2", "--warmup", "0", "--json"])
         .arg(&json)
-        .output()
-        .expect("run pier bench start");
+        .env("PIER_STATE_DIR", &state)
+        .env("PIER_SUBNET_POOL", "198.18.0.0/15:24")
+        .output();
+    let _ = Command::new("ip").args(["netns", "del", &netns]).status();
+    let output = output.expect("run pier bench start");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -59,6 +76,10 @@ fn start_writes_json_of_the_documented_shape() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("pier ÷ row"), "{stdout}");
+    assert!(
+        stdout.contains("pier run --network bridge -p 8080"),
+        "{stdout}"
+    );
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
             .expect("valid JSON");

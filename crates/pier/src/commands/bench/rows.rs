@@ -9,6 +9,11 @@
 //! container when it exits; whatever a failing run leaves is force-deleted by [`sweep`] with the same
 //! runtime, and the work dir is removed.
 //!
+//! The engine rows (issue 4) run `pier run --rm --name ID --network none|bridge [-p 8080] host
+//! /bin/true` (with `--security-opt seccomp=unconfined` in the no-seccomp mode): the engine's whole
+//! path, in the engine's own state dir (PIER_STATE_DIR or its default) since the bridge it makes
+//! belongs to that state. Their leftovers are found by name (`pier-bench-<pid>-…`) in `pier ps -a`.
+//!
 //! Privileges: root. Exercised by the black-box test tests/bench_start.rs.
 use super::bundle::{Bundles, Seccomp};
 use super::runner::{CrunNamespace, Invocation};
@@ -28,10 +33,30 @@ pub enum Runtime {
     Runc,
     /// `unshare -nmiup -f true`: the namespaces and a fork, no runtime.
     Floor,
+    /// The engine: `pier run --rm --network none host /bin/true`.
+    #[value(name = "pier-run-none")]
+    #[serde(rename = "pier-run-none")]
+    PierRunNone,
+    /// The engine with a bridge network: `pier run --rm --network bridge host /bin/true`.
+    #[value(name = "pier-run-bridge")]
+    #[serde(rename = "pier-run-bridge")]
+    PierRunBridge,
+    /// The engine with a bridge network and a published port (`-p 8080`, host port picked).
+    #[value(name = "pier-run-publish")]
+    #[serde(rename = "pier-run-publish")]
+    PierRunPublish,
 }
 
 impl Runtime {
-    pub const ALL: [Runtime; 4] = [Runtime::Pier, Runtime::Crun, Runtime::Runc, Runtime::Floor];
+    pub const ALL: [Runtime; 7] = [
+        Runtime::Pier,
+        Runtime::Crun,
+        Runtime::Runc,
+        Runtime::Floor,
+        Runtime::PierRunNone,
+        Runtime::PierRunBridge,
+        Runtime::PierRunPublish,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -39,13 +64,37 @@ impl Runtime {
             Runtime::Crun => "crun",
             Runtime::Runc => "runc",
             Runtime::Floor => "floor",
+            Runtime::PierRunNone => "pier run --network none",
+            Runtime::PierRunBridge => "pier run --network bridge",
+            Runtime::PierRunPublish => "pier run --network bridge -p 8080",
         }
+    }
+
+    /// A name part without spaces (container names).
+    fn tag(self) -> &'static str {
+        match self {
+            Runtime::PierRunNone => "run-none",
+            Runtime::PierRunBridge => "run-bridge",
+            Runtime::PierRunPublish => "run-publish",
+            other => other.label(),
+        }
+    }
+
+    /// True for the engine's rows (`pier run … host /bin/true`), which take no bundle.
+    pub fn is_engine(self) -> bool {
+        matches!(
+            self,
+            Runtime::PierRunNone | Runtime::PierRunBridge | Runtime::PierRunPublish
+        )
     }
 
     /// The program of this row: this binary for pier, else found in PATH; Err(reason) when missing.
     pub fn program(self) -> Result<PathBuf, String> {
         let (name, package) = match self {
-            Runtime::Pier => {
+            Runtime::Pier
+            | Runtime::PierRunNone
+            | Runtime::PierRunBridge
+            | Runtime::PierRunPublish => {
                 return std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))
             }
             Runtime::Crun => ("crun", "crun"),
@@ -95,6 +144,9 @@ impl Row {
             self.runtime.label(),
             self.seccomp.label()
         );
+        if self.runtime.is_engine() {
+            return self.engine_invocation(id.replace(self.runtime.label(), self.runtime.tag()));
+        }
         let args = vec![
             "--root".into(),
             self.state.clone().into(),
@@ -103,6 +155,30 @@ impl Row {
             self.bundle.clone().into(),
             id.into(),
         ];
+        Invocation {
+            program: self.program.clone(),
+            args,
+        }
+    }
+
+    /// `pier run --rm --name ID --network … [-p 8080] [--security-opt seccomp=unconfined] host
+    /// /bin/true`: the engine's whole path, in the engine's own state dir (PIER_STATE_DIR or its
+    /// default), since the bridge it makes belongs to that state and must not outlive it.
+    fn engine_invocation(&self, id: String) -> Invocation {
+        let mut args: Vec<std::ffi::OsString> = vec!["run".into(), "--rm".into()];
+        args.extend(["--name".into(), id.into()]);
+        let network = match self.runtime {
+            Runtime::PierRunNone => "none",
+            _ => "bridge",
+        };
+        args.extend(["--network".into(), network.into()]);
+        if self.runtime == Runtime::PierRunPublish {
+            args.extend(["-p".into(), "8080".into()]);
+        }
+        if self.seccomp == Seccomp::None {
+            args.extend(["--security-opt".into(), "seccomp=unconfined".into()]);
+        }
+        args.extend(["host".into(), "/bin/true".into()]);
         Invocation {
             program: self.program.clone(),
             args,
@@ -169,6 +245,15 @@ pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
     let mut notes = Vec::new();
     let mut seen = Vec::new();
     for row in rows.iter().filter(|r| r.runtime != Runtime::Floor) {
+        if row.runtime.is_engine() && !seen.contains(&row.runtime) {
+            seen.extend([
+                Runtime::PierRunNone,
+                Runtime::PierRunBridge,
+                Runtime::PierRunPublish,
+            ]);
+            notes.extend(sweep_engine(row));
+            continue;
+        }
         if seen.contains(&row.runtime) || !row.state.is_dir() {
             continue;
         }
@@ -195,6 +280,35 @@ pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
         }
     }
     notes
+}
+
+/// Removes every container of this benchmark (named `pier-bench-<pid>-…`) the engine rows left.
+fn sweep_engine(row: &Row) -> Vec<String> {
+    let engine = |args: &[&str]| {
+        let mut cmd = Command::new(&row.program);
+        cmd.args(args).stdin(Stdio::null());
+        cmd.output().ok().filter(|out| out.status.success())
+    };
+    let listed: serde_json::Value = engine(&["ps", "-a", "--format", "json"])
+        .and_then(|out| serde_json::from_slice(&out.stdout).ok())
+        .unwrap_or_default();
+    let prefix = format!("pier-bench-{}-", std::process::id());
+    let names = listed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["name"].as_str());
+    names
+        .filter(|name| name.starts_with(&prefix))
+        .map(|id| {
+            let outcome = if engine(&["rm", "-f", id]).is_some() {
+                "removed"
+            } else {
+                "could not remove"
+            };
+            format!("pier run left container {id} behind ({outcome} it)")
+        })
+        .collect()
 }
 
 /// `PROGRAM --root STATE ARGS...` with no stdin.

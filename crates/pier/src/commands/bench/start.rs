@@ -1,5 +1,6 @@
 //! `pier bench start`: container start time of pier against crun, runc and the bare namespace
-//! floor, without seccomp and with Docker's default profile.
+//! floor, and of the engine's `pier run` with no network, a bridge, and a bridge with a published
+//! port; without seccomp and with Docker's default profile.
 //!
 //! Theory of operation: the benchmark builds its bundles in a work dir of its own
 //! (`/dev/shm/pier-bench-<pid>`, tmpfs as runtime state is in production; `$TMPDIR` when

@@ -1,0 +1,403 @@
+//! The report of `pier bench net`: per row and concurrency the median and min–max over rounds of
+//! requests/s, the medians of p50/p99 latency and of forwarder CPU (% of a core, µs per request),
+//! and the ratio of the row's median requests/s to the direct row's; as terminal tables laid out
+//! like seed 000's summary (rows down, `wrk -cN` across, a cell "CPU% req/s") and as JSON.
+//!
+//! JSON shape: `{"benchmark":"net","workload":"http","client","duration_s","rounds","concurrency":[..],
+//! "server","cpuset","machine":{"cores","kernel","cpu","versions":{..}},
+//! "rows":[{"row","label","command","status":"ok"|"failed","reason","cells":[{"connections",
+//! "samples":[{"requests_per_s","requests","errors","p50_us","p99_us","cpu_percent","cpu_us_per_request"}],
+//! "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent","cpu_us_per_request",
+//! "ratio_to_direct"}]}], "skipped":[{"row","reason"}], "notes":[..], "interrupted",
+//! "ratio_base"}`. `ratio_to_direct` is against `ratio_base`: the direct row, or the host row
+//! when direct could not be measured (a remote client cannot reach a pier container's address).
+//!
+//! Pure code apart from reading the machine's facts; unit tests below.
+use super::load::Sample;
+use super::peers::RowKind;
+use super::topo::Server;
+use super::{Args, Client, Row};
+use crate::commands::bench::table::{Align, Table};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+#[derive(Debug, Serialize)]
+pub struct NetReport {
+    pub benchmark: &'static str,
+    pub workload: super::Workload,
+    pub client: Client,
+    pub duration_s: u64,
+    pub rounds: u32,
+    pub concurrency: Vec<u32>,
+    pub server: String,
+    pub cpuset: String,
+    pub machine: Machine,
+    pub rows: Vec<RowOut>,
+    pub skipped: Vec<SkippedOut>,
+    pub notes: Vec<String>,
+    pub interrupted: bool,
+    /// The row ratios are taken against: direct, or the host row when direct was not measured.
+    pub ratio_base: Option<RowKind>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub kernel: String,
+    pub cpu: String,
+    pub versions: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RowOut {
+    pub row: RowKind,
+    pub label: &'static str,
+    pub command: String,
+    pub status: &'static str,
+    pub reason: Option<String>,
+    pub cells: Vec<CellOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CellOut {
+    pub connections: u32,
+    pub samples: Vec<Sample>,
+    pub requests_per_s: Option<Spread>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub cpu_percent: Option<f64>,
+    pub cpu_us_per_request: Option<f64>,
+    pub ratio_to_direct: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SkippedOut {
+    pub row: RowKind,
+    pub reason: String,
+}
+
+/// Median of `values` (mean of the middle two for an even count); None when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[mid]),
+        _ => Some((sorted[mid - 1] + sorted[mid]) / 2.0),
+    }
+}
+
+fn spread(values: &[f64]) -> Option<Spread> {
+    let median = median(values)?;
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some(Spread { median, min, max })
+}
+
+fn cell(connections: u32, samples: &[Sample], direct: Option<f64>) -> CellOut {
+    let of = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+    let rps = spread(&samples.iter().map(|s| s.requests_per_s).collect::<Vec<_>>());
+    CellOut {
+        connections,
+        samples: samples.to_vec(),
+        requests_per_s: rps,
+        p50_us: of(|s| s.p50_us),
+        p99_us: of(|s| s.p99_us),
+        cpu_percent: of(|s| s.cpu_percent),
+        cpu_us_per_request: of(|s| s.cpu_us_per_request),
+        ratio_to_direct: rps.zip(direct).map(|(r, d)| r.median / d),
+    }
+}
+
+/// Assembles the report (a failed row keeps the samples it had, for the record).
+pub fn build(
+    args: &Args,
+    server: &Server,
+    cpuset: &str,
+    rows: &[Row],
+    skipped: Vec<(RowKind, String)>,
+    notes: Vec<String>,
+    wrk: &Path,
+) -> NetReport {
+    let ok = |kind: RowKind| rows.iter().find(|r| r.kind == kind && r.failure.is_none());
+    let direct = ok(RowKind::Direct).or_else(|| ok(RowKind::Host));
+    let ratio_base = direct.map(|r| r.kind);
+    let direct_median = |i: usize| {
+        direct.and_then(|d| {
+            median(
+                &d.samples[i]
+                    .iter()
+                    .map(|s| s.requests_per_s)
+                    .collect::<Vec<_>>(),
+            )
+        })
+    };
+    let rows_out = rows
+        .iter()
+        .map(|row| RowOut {
+            row: row.kind,
+            label: row.kind.label(),
+            command: row.command.clone(),
+            status: if row.failure.is_some() {
+                "failed"
+            } else {
+                "ok"
+            },
+            reason: row.failure.clone(),
+            cells: args
+                .conc
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| cell(c, &row.samples[i], direct_median(i)))
+                .collect(),
+        })
+        .collect();
+    let mut notes = notes;
+    let errors: u64 = rows
+        .iter()
+        .flat_map(|r| r.samples.iter().flatten())
+        .map(|s| s.errors)
+        .sum();
+    if errors > 0 {
+        notes.push(format!(
+            "wrk counted {errors} read/write/timeout error(s) over the run (a stalled request \
+             times out after 2 s); per cell in the JSON"
+        ));
+    }
+    notes.push(
+        "forwarder CPU is that of forwarding processes (all threads and children, from /proc); \
+         kernel paths (direct, NAT, eBPF) have none: their cost is softirq time /proc does not attribute"
+            .to_string(),
+    );
+    NetReport {
+        benchmark: "net",
+        workload: args.workload,
+        client: args.client,
+        duration_s: args.duration,
+        rounds: args.rounds,
+        concurrency: args.conc.clone(),
+        server: server.how.clone(),
+        cpuset: cpuset.to_string(),
+        machine: machine(wrk),
+        rows: rows_out,
+        skipped: skipped
+            .into_iter()
+            .map(|(row, reason)| SkippedOut { row, reason })
+            .collect(),
+        notes,
+        interrupted: crate::commands::bench::interrupt::stopped(),
+        ratio_base,
+    }
+}
+
+fn machine(wrk: &Path) -> Machine {
+    let mut versions = BTreeMap::new();
+    versions.insert(
+        "pier".to_string(),
+        format!("pier version {}", env!("CARGO_PKG_VERSION")),
+    );
+    let probes: [(&str, &Path, &[&str]); 5] = [
+        ("wrk", wrk, &["-v"]),
+        ("nginx", Path::new("nginx"), &["-v"]),
+        ("haproxy", Path::new("haproxy"), &["-v"]),
+        ("iptables", Path::new("iptables"), &["-V"]),
+        (
+            "docker-proxy (docker.io)",
+            Path::new("dockerd"),
+            &["--version"],
+        ),
+    ];
+    for (name, program, args) in probes {
+        if let Some(line) = first_line(program, args) {
+            versions.insert(name.to_string(), line);
+        }
+    }
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_string());
+    Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        cpu: cpu.unwrap_or_else(|| "unknown cpu".into()),
+        versions,
+    }
+}
+
+/// The first non-empty line a version probe prints (stdout or stderr; exit status ignored, since
+/// wrk -v exits 1).
+fn first_line(program: &Path, args: &[&str]) -> Option<String> {
+    let output = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = [output.stdout, output.stderr].concat();
+    String::from_utf8_lossy(&text)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
+/// How one table shows a cell.
+type CellText = fn(&CellOut) -> Option<String>;
+
+/// The terminal tables.
+pub fn render(report: &NetReport) -> String {
+    let m = &report.machine;
+    let mut out = format!(
+        "pier bench net: client {}, {} {} s per cell, {} round(s) interleaved, medians over rounds\n\
+         machine: {} cores, {}, kernel {}; server: {}\n\n",
+        client_text(report.client), tool(report), report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server
+    );
+    let sections: [(&str, CellText); 5] = [
+        ("forwarder CPU (% of a core) and requests/s", |c| {
+            let rps = c.requests_per_s?;
+            Some(format!("{:.0}% {:.0}", c.cpu_percent?, rps.median))
+        }),
+        ("requests/s min–max over rounds", |c| {
+            c.requests_per_s
+                .map(|s| format!("{:.0}–{:.0}", s.min, s.max))
+        }),
+        ("ratio of requests/s to BASE", |c| {
+            c.ratio_to_direct.map(|r| format!("{r:.2}×"))
+        }),
+        ("latency p50 / p99 (µs)", |c| {
+            Some(format!("{:.0} / {:.0}", c.p50_us?, c.p99_us?))
+        }),
+        ("forwarder CPU per request (µs)", |c| {
+            c.cpu_us_per_request.map(|u| format!("{u:.1}"))
+        }),
+    ];
+    let base = report
+        .ratio_base
+        .map_or("nothing (no direct or host row)", RowKind::label);
+    let unit = match report.workload {
+        super::Workload::Http => "requests/s",
+        super::Workload::Pg => "transactions/s (pgbench -S -M prepared)",
+    };
+    for (title, cell) in sections {
+        out.push_str(&title.replace("BASE", base).replacen("requests/s", unit, 1));
+        out.push('\n');
+        out.push_str(&table(report, cell).render());
+        out.push('\n');
+    }
+    for row in report.rows.iter().filter(|r| r.reason.is_some()) {
+        out.push_str(&format!(
+            "failed: {}: {}\n",
+            row.label,
+            row.reason.as_deref().unwrap_or("")
+        ));
+    }
+    for skipped in &report.skipped {
+        out.push_str(&format!(
+            "skipped: {}: {}\n",
+            skipped.row.label(),
+            skipped.reason
+        ));
+    }
+    for note in &report.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out
+}
+
+/// The load generator's name.
+fn tool(report: &NetReport) -> &'static str {
+    match report.workload {
+        super::Workload::Http => "wrk",
+        super::Workload::Pg => "pgbench",
+    }
+}
+
+fn client_text(client: Client) -> &'static str {
+    match client {
+        Client::Local => "local (127.0.0.1)",
+        Client::Remote => "remote (a netns joined by veth, via the host's address)",
+        Client::Ipv6 => "ipv6 (::1)",
+    }
+}
+
+fn table(report: &NetReport, cell: CellText) -> Table {
+    let headers: Vec<String> = report
+        .concurrency
+        .iter()
+        .map(|c| format!("{} -c{c}", tool(report)))
+        .collect();
+    let mut columns = vec![("row", Align::Left)];
+    columns.extend(headers.iter().map(|h| (h.as_str(), Align::Right)));
+    let mut table = Table::new(&columns);
+    for row in &report.rows {
+        let mut cells = vec![row.label.to_string()];
+        for c in &row.cells {
+            let text = cell(c).unwrap_or_else(|| "–".to_string());
+            cells.push(if row.status == "failed" && c.requests_per_s.is_none() {
+                "failed".into()
+            } else {
+                text
+            });
+        }
+        table.row(cells);
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(rps: f64, cpu: f64) -> Sample {
+        Sample {
+            requests_per_s: rps,
+            requests: (rps * 10.0) as u64,
+            errors: 0,
+            p50_us: 30.0,
+            p99_us: 90.0,
+            cpu_percent: cpu,
+            cpu_us_per_request: cpu * 1e4 / rps,
+        }
+    }
+
+    #[test]
+    fn medians_and_spread() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        assert_eq!(
+            spread(&[5.0, 1.0, 3.0]),
+            Some(Spread {
+                median: 3.0,
+                min: 1.0,
+                max: 5.0
+            })
+        );
+    }
+
+    #[test]
+    fn cell_ratio_is_against_the_direct_median() {
+        let samples = [
+            sample(10_000.0, 40.0),
+            sample(12_000.0, 44.0),
+            sample(11_000.0, 42.0),
+        ];
+        let c = cell(4, &samples, Some(22_000.0));
+        assert_eq!(c.requests_per_s.map(|s| s.median), Some(11_000.0));
+        assert_eq!(c.ratio_to_direct, Some(0.5));
+        assert_eq!(c.cpu_percent, Some(42.0));
+        let none = cell(4, &[], Some(22_000.0));
+        assert_eq!(none.ratio_to_direct, None);
+    }
+}
