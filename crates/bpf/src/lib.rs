@@ -26,8 +26,9 @@
 //! [`host_netns_cookie`] reads it back, so a later pier can tell whether the pins serve its namespace.
 //!
 //! Limits: the wildcard covers loopback only (the publish engine adds one entry per other host address);
-//! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; loopback matches
-//! and bind refusals apply to sockets of the host's network namespace (containers keep their own).
+//! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; every match
+//! and bind refusal applies to sockets of the host's network namespace only (containers and other
+//! namespaces, which may have no route to the target, are the nat engine's).
 //!
 //! Measured here (debug build, kernel 6.18): load+pin 12–14 ms, attach of all ten programs with pinned
 //! links ~0.5 ms, publish ~1.1 µs and unpublish ~0.7 µs per port (1,000 ports).

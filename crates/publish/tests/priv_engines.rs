@@ -57,14 +57,15 @@ fn expected(mode: Mode, proto: &str, client: Client, front: Front) -> Option<boo
     Some(match (front, mode) {
         (Front::Loopback, Mode::Nat) => return None,
         (Front::Loopback, _) => client == Host127,
-        (Front::Wildcard, Mode::Ebpf) => !remote,
+        // The programs act only in the host's namespace: containers are nat's (auto's).
+        (Front::Wildcard, Mode::Ebpf) => !remote && !matches!(client, Own | Other),
         (Front::Wildcard, Mode::Nat) => !matches!(client, Host127 | Host6),
         // pier proxy's known limit, shared with docker-proxy: a wildcard UDP listener answers
         // from the kernel's route choice (198.18.2.1 towards a container), not the address
         // the container sent to, so a container's connected socket drops the reply.
         (Front::Wildcard, Mode::Proxy) => proto == "tcp" || !matches!(client, Own | Other),
         (Front::Wildcard, _) => true,
-        (Front::HostAddr, Mode::Ebpf) => matches!(client, HostAddr | Own | Other),
+        (Front::HostAddr, Mode::Ebpf) => client == HostAddr,
         (Front::HostAddr, _) => matches!(client, HostAddr | Remote | Own | Other),
     })
 }

@@ -24,8 +24,11 @@
  * their own), so a wildcard publish of port 80 never captures a connection to a
  * remote server. A bind of the wildcard address is refused when the port is
  * published on the wildcard or on loopback (not for other specific addresses).
- * Loopback matches and bind refusals apply to sockets of the host's network
- * namespace only: a container's own 127.0.0.1 and its own binds are its business.
+ * Every match and every bind refusal applies to sockets of the host's network
+ * namespace only: a container's own 127.0.0.1 and its own binds are its business,
+ * and a client in another namespace (a container on another pier network, a
+ * neighbour's namespace) may have no route to the target, so it is left to the nat
+ * engine's DNAT, which also passes pier's network isolation.
  * The host's namespace is the one whose cookie the loader wrote into entry 0 of
  * `pier_config` (the namespace pier runs in), or the initial one when 0.
  * `pier_owner` is not read by the programs: it names, per published key, the
@@ -181,7 +184,7 @@ static __always_inline struct pier_target *lookup(struct bpf_sock_addr *ctx,
 	struct pier_key key = { .addr = *addr, .port = port, .proto = ctx->protocol };
 	struct pier_target *t;
 
-	if (is_loopback(addr) && !in_host_netns(ctx))
+	if (!in_host_netns(ctx))
 		return NULL;
 	t = bpf_map_lookup_elem(&pier_publish, &key);
 	if (t || !is_loopback(addr))
