@@ -318,6 +318,11 @@ fn errno(e: io::Error) -> nix::errno::Errno {
 
 fn become_monitor() -> Result<(), MonitorError> {
     nix::sys::prctl::set_child_subreaper(true).map_err(sys("PR_SET_CHILD_SUBREAPER"))?;
+    // The caller's blocked signals would pass to the proxies the monitor starts (a `pier proxy`
+    // with SIGTERM blocked cannot be stopped); supervise blocks what it reads from a signalfd.
+    let empty = SigSet::empty();
+    nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&empty), None)
+        .map_err(sys("sigprocmask"))?;
     let null = File::options()
         .read(true)
         .write(true)

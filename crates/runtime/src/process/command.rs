@@ -1,5 +1,5 @@
 //! The program to exec: argv and environment from the spec, `args[0]` resolved against the
-//! container's own PATH, and the final execve.
+//! container's own PATH, and the final execve (with an empty signal mask).
 //!
 //! Theory of operation: the environment is exactly `process.env` (plus LISTEN_FDS/LISTEN_PID
 //! when fds are passed), never pier's. Like runc, an `args[0]` without a slash is looked up in
@@ -88,8 +88,21 @@ pub(super) fn resolve(name: &str, env: &[String]) -> Result<PathBuf, ProcessErro
 }
 
 impl Command {
-    /// Execs `path` with this argv and environment; returns only on failure.
+    /// Execs `path` with this argv and environment; returns only on failure. The signal mask is
+    /// emptied first: a mask survives execve, and the container's program must not inherit
+    /// whatever its starter (a shell, a benchmark, pier's own monitor) had blocked.
     pub(super) fn exec(&self, path: &CStr) -> ProcessError {
+        let empty = nix::sys::signal::SigSet::empty();
+        if let Err(errno) = nix::sys::signal::sigprocmask(
+            nix::sys::signal::SigmaskHow::SIG_SETMASK,
+            Some(&empty),
+            None,
+        ) {
+            return ProcessError::Exec {
+                path: path.to_string_lossy().into_owned(),
+                errno: errno.into(),
+            };
+        }
         match nix::unistd::execve(path, &self.argv, &self.envp) {
             Err(errno) => ProcessError::Exec {
                 path: path.to_string_lossy().into_owned(),
