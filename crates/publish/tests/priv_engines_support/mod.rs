@@ -7,9 +7,10 @@
 //! thread inside the host namespace for the whole publish (its proxy children die with that
 //! thread), with a private bpffs for its pins and a `pier-test-` cgroup2 directory for its
 //! programs. Clients are processes: this test binary re-run with `PIER_TEST_CLIENT` set,
-//! started from a thread inside the client's namespace and, for clients on the host or in a
-//! container, moved into the test cgroup before it may start (a remote client stays outside,
-//! as a remote machine would). The servers tell each client the peer address they saw
+//! started from a thread inside the client's namespace and moved into the test cgroup before
+//! it may start — the remote client too: in production the programs sit on the cgroup2 root,
+//! so a neighbour namespace on the same host (a benchmark's client, another runtime's
+//! container) runs them, and they must leave its sockets alone. The servers tell each client the peer address they saw
 //! (`PEER a:p` first), so the client can report it. Everything is freed on drop, also when an
 //! assertion fails: entries removed, pins unpinned, bpffs unmounted, cgroup removed; the
 //! namespaces vanish with their last fd.
@@ -418,9 +419,7 @@ pub fn run_client(lab: &Lab, client: Client, proto: &str, to: SocketAddr) -> Rep
                 .unwrap()
         })
         .unwrap();
-    if !matches!(client, Client::Remote | Client::Remote6) {
-        std::fs::write(lab.bpf.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
-    }
+    std::fs::write(lab.bpf.cgroup.join("cgroup.procs"), child.id().to_string()).unwrap();
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let output = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
