@@ -7,7 +7,8 @@
 //! Layout: `net/` is the network scenario (its own header says how), `scale.rs` reuses it,
 //! `pong.rs` is its server, `interrupt.rs` Ctrl-C handling for long runs. `start.rs` runs the
 //! start scenario; `bundle.rs` builds its OCI bundles; `rows.rs` says what is measured and how
-//! (runtimes and the engine's `pier run` rows); `runner.rs` times one run; `stats.rs` holds the
+//! (runtimes and the engine's `pier run` rows); `peers_engine.rs` starts and removes the private
+//! dockerd and podman setup of the `docker run`/`podman run` rows; `runner.rs` times one run; `stats.rs` holds the
 //! medians and the interleaved schedule; `report.rs` and `table.rs` print the results and write
 //! the JSON (`table.rs` serves `net` too).
 //!
@@ -15,6 +16,7 @@
 mod bundle;
 mod interrupt;
 mod net;
+mod peers_engine;
 mod pong;
 mod report;
 mod rows;
