@@ -6,8 +6,9 @@
 //! state) and in a private network namespace `pier-bench-<pid>-peers` (made with `ip netns add`).
 //! dockerd is spawned inside that namespace (the benchmark `setns`es itself into it around the
 //! spawn) with its data root, exec root (and so its own containerd), pid file, socket and an empty
-//! config file under `peers/`, a cgroup parent `pier-bench-<pid>-docker`, and Docker's defaults
-//! otherwise: iptables chains and rules, the docker0 bridge (on a 198.19.250.1/24 `--bip`),
+//! config file under `peers/`, in a process group of its own (a terminal's Ctrl-C goes to the
+//! benchmark, which then stops it in order), a cgroup parent `pier-bench-<pid>-docker`, and
+//! Docker's defaults otherwise: iptables chains and rules, the docker0 bridge (198.19.250.1/24),
 //! docker-proxy for a published port. So the rows pay Docker's real cost, while the chains, rules
 //! and bridge it makes exist only in that namespace and vanish with it. The root is brought in with
 //! `docker import` of a tar of `peers/rootfs`; the docker CLI talks to the daemon over its socket.
@@ -34,6 +35,7 @@ use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -287,6 +289,7 @@ impl EnginePeers {
             .arg(format!("--host=unix://{}", at("docker.sock")))
             .arg(format!("--bip={DOCKER_BIP}"))
             .arg(format!("--cgroup-parent=/{}", cgroup_parent(pid, "docker")))
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(log.try_clone().context("dup of dockerd.log")?)
             .stderr(log);

@@ -146,14 +146,16 @@ impl Runtime {
         )
     }
 
-    /// The network a row's container gets.
+    /// The network a row's container gets (the bundle rows' is a new, empty namespace).
     fn network(self) -> Network {
         match self {
-            Runtime::PierRunNone | Runtime::DockerRunNone | Runtime::PodmanRunNone => Network::None,
             Runtime::PierRunBridge | Runtime::DockerRunBridge | Runtime::PodmanRunBridge => {
                 Network::Bridge
             }
-            _ => Network::Publish,
+            Runtime::PierRunPublish | Runtime::DockerRunPublish | Runtime::PodmanRunPublish => {
+                Network::Publish
+            }
+            _ => Network::None,
         }
     }
 
@@ -477,6 +479,27 @@ mod tests {
             "{first}"
         );
         assert!(first.ends_with("-runc-docker-1"), "{first}");
+    }
+
+    #[test]
+    fn docker_and_podman_rows_compare_with_the_engine_row_of_their_network() {
+        assert_eq!(Runtime::DockerRunNone.baseline(), Runtime::PierRunNone);
+        assert_eq!(Runtime::PodmanRunBridge.baseline(), Runtime::PierRunBridge);
+        assert_eq!(
+            Runtime::DockerRunPublish.baseline(),
+            Runtime::PierRunPublish
+        );
+        assert_eq!(Runtime::PierRunPublish.baseline(), Runtime::Pier);
+        assert_eq!(Runtime::Runc.baseline(), Runtime::Pier);
+    }
+
+    #[test]
+    fn podman_rows_run_on_the_peers_rootfs() {
+        let row = Row::for_test(Runtime::PodmanRunNone, Seccomp::Docker, vec![], None);
+        let line = row.invocation(0).display();
+        assert!(line.contains(" run --rm --network none --ulimit"), "{line}");
+        assert!(line.ends_with("--rootfs /state/rootfs /bin/true"), "{line}");
+        assert!(!line.contains("seccomp=unconfined"), "{line}");
     }
 
     #[test]
