@@ -304,7 +304,10 @@ fn docker_and_podman_rows_measure_and_leave_nothing_behind() {
     let json = dir.path().join("start.json");
     let before = HostTraces::take();
     let netns = TestNetns::new("bench-peers");
-    let wanted = format!("pier-run-none,{}", rows.join(","));
+    let wanted = format!(
+        "pier-run-none,pier-run-bridge,pier-run-publish,{}",
+        rows.join(",")
+    );
     let json_arg = json.to_string_lossy().into_owned();
     let args = ["--rows", &wanted, "--seccomp", "none", "--runs", "2"];
     let output = netns.bench(
