@@ -39,8 +39,8 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Scenario {
     /// Container start time of pier, crun, runc, the bare namespace floor and the engine's
-    /// `pier run` (no network, bridge, bridge + published port), without seccomp and with
-    /// Docker's default profile
+    /// `pier run` (no network, bridge, bridge + published port) against `docker run` (a private
+    /// dockerd) and `podman run`, without seccomp and with Docker's default profile
     Start(start::Args),
     /// Requests/s, latency and forwarder CPU through every way to reach a container's port
     /// (host, direct, pier auto/nat/proxy, docker-proxy, kernel NAT, nginx, haproxy)
