@@ -77,7 +77,7 @@ impl Bundles {
 }
 
 /// A rootfs holding /bin/busybox and the two applets the benchmark needs, plus the mount points.
-fn busybox_rootfs(rootfs: &Path) -> anyhow::Result<()> {
+pub fn busybox_rootfs(rootfs: &Path) -> anyhow::Result<()> {
     for sub in ["bin", "proc", "sys", "dev", "tmp", "etc"] {
         let path = rootfs.join(sub);
         fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;

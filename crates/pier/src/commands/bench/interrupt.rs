@@ -37,6 +37,17 @@ pub fn install(running: &'static AtomicI32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Catches the stop signals without a thread, for a caller that must stay single-threaded (`bench
+/// start` `setns`es itself into a mount namespace); returns the flag a stop signal sets.
+pub fn catch_without_thread() -> anyhow::Result<std::sync::Arc<AtomicBool>> {
+    let flag = std::sync::Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&flag))
+            .map_err(|e| anyhow::anyhow!("catching signal {signal}: {e}"))?;
+    }
+    Ok(flag)
+}
+
 /// True once a stop signal arrived.
 pub fn stopped() -> bool {
     STOP.load(Ordering::SeqCst)

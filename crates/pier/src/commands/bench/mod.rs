@@ -7,7 +7,8 @@
 //! Layout: `net/` is the network scenario (its own header says how), `scale.rs` reuses it,
 //! `pong.rs` is its server, `interrupt.rs` Ctrl-C handling for long runs. `start.rs` runs the
 //! start scenario; `bundle.rs` builds its OCI bundles; `rows.rs` says what is measured and how
-//! (runtimes and the engine's `pier run` rows); `runner.rs` times one run; `stats.rs` holds the
+//! (runtimes and the engine's `pier run` rows); `peers_engine.rs` starts and removes the private
+//! dockerd and podman setup of the `docker run`/`podman run` rows; `runner.rs` times one run; `stats.rs` holds the
 //! medians and the interleaved schedule; `report.rs` and `table.rs` print the results and write
 //! the JSON (`table.rs` serves `net` too).
 //!
@@ -15,6 +16,7 @@
 mod bundle;
 mod interrupt;
 mod net;
+mod peers_engine;
 mod pong;
 mod report;
 mod rows;
@@ -37,8 +39,8 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug)]
 enum Scenario {
     /// Container start time of pier, crun, runc, the bare namespace floor and the engine's
-    /// `pier run` (no network, bridge, bridge + published port), without seccomp and with
-    /// Docker's default profile
+    /// `pier run` (no network, bridge, bridge + published port) against `docker run` (a private
+    /// dockerd) and `podman run`, without seccomp and with Docker's default profile
     Start(start::Args),
     /// Requests/s, latency and forwarder CPU through every way to reach a container's port
     /// (host, direct, pier auto/nat/proxy, docker-proxy, kernel NAT, nginx, haproxy)

@@ -90,7 +90,8 @@ impl RowReport {
     }
 }
 
-/// pier's median over every other successful row's median, mode by mode.
+/// Each successful row's baseline median (pier's; the same network's `pier run` row for docker and
+/// podman) over the row's median, mode by mode.
 pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     let median = |row: &Row| {
         if row.failure.is_none() {
@@ -100,21 +101,19 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         }
     };
     let mut out = Vec::new();
-    for pier in rows.iter().filter(|r| r.runtime == Runtime::Pier) {
-        let Some(pier_median) = median(pier) else {
+    for peer in rows.iter().filter(|r| r.runtime != Runtime::Pier) {
+        let baseline = rows
+            .iter()
+            .find(|r| r.runtime == peer.runtime.baseline() && r.seccomp == peer.seccomp);
+        let Some(base_median) = baseline.and_then(median) else {
             continue;
         };
-        for peer in rows
-            .iter()
-            .filter(|r| r.seccomp == pier.seccomp && r.runtime != Runtime::Pier)
-        {
-            if let Some(value) = median(peer).and_then(|m| ratio(pier_median, m)) {
-                out.push(Ratio {
-                    seccomp: pier.seccomp,
-                    peer: peer.runtime,
-                    pier_over_peer: value,
-                });
-            }
+        if let Some(value) = median(peer).and_then(|m| ratio(base_median, m)) {
+            out.push(Ratio {
+                seccomp: peer.seccomp,
+                peer: peer.runtime,
+                pier_over_peer: value,
+            });
         }
     }
     out
@@ -145,7 +144,10 @@ pub fn render(report: &Report) -> String {
         table.row(table_row(report, row));
     }
     out.push_str(&table.render());
-    out.push_str("\npier ÷ row: pier's median over the row's (below 1: pier is faster)\n");
+    out.push_str(
+        "\npier ÷ row: pier's median over the row's (below 1: pier is faster); for docker and \
+         podman rows the median of the `pier run` row of the same network\n",
+    );
     for (label, version) in &m.versions {
         out.push_str(&format!("{label}: {version}\n"));
     }

@@ -14,8 +14,14 @@
 //! path, in the engine's own state dir (PIER_STATE_DIR or its default) since the bridge it makes
 //! belongs to that state. Their leftovers are found by name (`pier-bench-<pid>-…`) in `pier ps -a`.
 //!
+//! The docker and podman rows run `docker run --rm` and `podman run --rm` with the same networks
+//! on the same busybox root; their daemon, network namespace and state live in the work dir's
+//! `peers/` and are set up and torn down by peers_engine.rs, not swept here. Their ratio is taken
+//! against the engine row of the same network ([`Runtime::baseline`]).
+//!
 //! Privileges: root. Exercised by the black-box test tests/bench_start.rs.
 use super::bundle::{Bundles, Seccomp};
+use super::peers_engine;
 use super::runner::{CrunNamespace, Invocation};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,10 +51,34 @@ pub enum Runtime {
     #[value(name = "pier-run-publish")]
     #[serde(rename = "pier-run-publish")]
     PierRunPublish,
+    /// `docker run --rm --network none` on the benchmark's private dockerd.
+    #[value(name = "docker-run-none")]
+    #[serde(rename = "docker-run-none")]
+    DockerRunNone,
+    /// `docker run --rm --network bridge`.
+    #[value(name = "docker-run-bridge")]
+    #[serde(rename = "docker-run-bridge")]
+    DockerRunBridge,
+    /// `docker run --rm -p 8080:80` (bridge, one published port).
+    #[value(name = "docker-run-publish")]
+    #[serde(rename = "docker-run-publish")]
+    DockerRunPublish,
+    /// `podman run --rm --network none --rootfs DIR` with runc.
+    #[value(name = "podman-run-none")]
+    #[serde(rename = "podman-run-none")]
+    PodmanRunNone,
+    /// `podman run --rm` on a netavark bridge network.
+    #[value(name = "podman-run-bridge")]
+    #[serde(rename = "podman-run-bridge")]
+    PodmanRunBridge,
+    /// `podman run --rm -p 8080:80` on a netavark bridge network.
+    #[value(name = "podman-run-publish")]
+    #[serde(rename = "podman-run-publish")]
+    PodmanRunPublish,
 }
 
 impl Runtime {
-    pub const ALL: [Runtime; 7] = [
+    pub const ALL: [Runtime; 13] = [
         Runtime::Pier,
         Runtime::Crun,
         Runtime::Runc,
@@ -56,6 +86,12 @@ impl Runtime {
         Runtime::PierRunNone,
         Runtime::PierRunBridge,
         Runtime::PierRunPublish,
+        Runtime::DockerRunNone,
+        Runtime::DockerRunBridge,
+        Runtime::DockerRunPublish,
+        Runtime::PodmanRunNone,
+        Runtime::PodmanRunBridge,
+        Runtime::PodmanRunPublish,
     ];
 
     pub fn label(self) -> &'static str {
@@ -67,6 +103,12 @@ impl Runtime {
             Runtime::PierRunNone => "pier run --network none",
             Runtime::PierRunBridge => "pier run --network bridge",
             Runtime::PierRunPublish => "pier run --network bridge -p 8080",
+            Runtime::DockerRunNone => "docker run --network none",
+            Runtime::DockerRunBridge => "docker run --network bridge",
+            Runtime::DockerRunPublish => "docker run --network bridge -p 8080:80",
+            Runtime::PodmanRunNone => "podman run --network none",
+            Runtime::PodmanRunBridge => "podman run --network bridge",
+            Runtime::PodmanRunPublish => "podman run --network bridge -p 8080:80",
         }
     }
 
@@ -88,9 +130,57 @@ impl Runtime {
         )
     }
 
+    /// True for the docker rows (a private dockerd, see peers_engine.rs).
+    pub fn is_docker(self) -> bool {
+        matches!(
+            self,
+            Runtime::DockerRunNone | Runtime::DockerRunBridge | Runtime::DockerRunPublish
+        )
+    }
+
+    /// True for the podman rows (run inside the peers' network namespace).
+    pub fn is_podman(self) -> bool {
+        matches!(
+            self,
+            Runtime::PodmanRunNone | Runtime::PodmanRunBridge | Runtime::PodmanRunPublish
+        )
+    }
+
+    /// The network a row's container gets (the bundle rows' is a new, empty namespace).
+    fn network(self) -> Network {
+        match self {
+            Runtime::PierRunBridge | Runtime::DockerRunBridge | Runtime::PodmanRunBridge => {
+                Network::Bridge
+            }
+            Runtime::PierRunPublish | Runtime::DockerRunPublish | Runtime::PodmanRunPublish => {
+                Network::Publish
+            }
+            _ => Network::None,
+        }
+    }
+
+    /// The row this row's ratio is taken against: the engine row of the same network for docker
+    /// and podman, the bare runtime `pier` for every other row.
+    pub fn baseline(self) -> Runtime {
+        if !(self.is_docker() || self.is_podman()) {
+            return Runtime::Pier;
+        }
+        match self.network() {
+            Network::None => Runtime::PierRunNone,
+            Network::Bridge => Runtime::PierRunBridge,
+            Network::Publish => Runtime::PierRunPublish,
+        }
+    }
+
     /// The program of this row: this binary for pier, else found in PATH; Err(reason) when missing.
     pub fn program(self) -> Result<PathBuf, String> {
         let (name, package) = match self {
+            Runtime::DockerRunNone | Runtime::DockerRunBridge | Runtime::DockerRunPublish => {
+                return peers_engine::docker_program()
+            }
+            Runtime::PodmanRunNone | Runtime::PodmanRunBridge | Runtime::PodmanRunPublish => {
+                return peers_engine::podman_program()
+            }
             Runtime::Pier
             | Runtime::PierRunNone
             | Runtime::PierRunBridge
@@ -104,6 +194,15 @@ impl Runtime {
         find_in_path(name)
             .ok_or_else(|| format!("{name} not found in PATH (apt-get install {package})"))
     }
+}
+
+/// The network of an engine row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Network {
+    None,
+    Bridge,
+    /// A bridge and one published port.
+    Publish,
 }
 
 /// Finds `name` in PATH.
@@ -146,6 +245,22 @@ impl Row {
         );
         if self.runtime.is_engine() {
             return self.engine_invocation(id.replace(self.runtime.label(), self.runtime.tag()));
+        }
+        let unconfined = self.seccomp == Seccomp::None;
+        let network = self.runtime.network();
+        if self.runtime.is_docker() {
+            let args = peers_engine::docker_run_args(&self.state, network, unconfined);
+            return Invocation {
+                program: self.program.clone(),
+                args,
+            };
+        }
+        if self.runtime.is_podman() {
+            let args = peers_engine::podman_run_args(&self.state, network, unconfined);
+            return Invocation {
+                program: self.program.clone(),
+                args,
+            };
         }
         let args = vec![
             "--root".into(),
@@ -220,7 +335,11 @@ pub fn plan(
             if runtime == Runtime::Floor && seccomp != Seccomp::None {
                 continue;
             }
-            let state = work.join(format!("state-{}", runtime.label()));
+            let state = if runtime.is_docker() || runtime.is_podman() {
+                peers_engine::dir(work)
+            } else {
+                work.join(format!("state-{}", runtime.label()))
+            };
             let bundle = bundles.path(seccomp);
             rows.push(Row {
                 runtime,
@@ -244,7 +363,8 @@ pub fn plan(
 pub fn sweep(rows: &[Row], crun_ns: Option<&CrunNamespace>) -> Vec<String> {
     let mut notes = Vec::new();
     let mut seen = Vec::new();
-    for row in rows.iter().filter(|r| r.runtime != Runtime::Floor) {
+    let swept_elsewhere = |r: Runtime| r == Runtime::Floor || r.is_docker() || r.is_podman();
+    for row in rows.iter().filter(|r| !swept_elsewhere(r.runtime)) {
         if row.runtime.is_engine() && !seen.contains(&row.runtime) {
             seen.extend([
                 Runtime::PierRunNone,
@@ -359,6 +479,27 @@ mod tests {
             "{first}"
         );
         assert!(first.ends_with("-runc-docker-1"), "{first}");
+    }
+
+    #[test]
+    fn docker_and_podman_rows_compare_with_the_engine_row_of_their_network() {
+        assert_eq!(Runtime::DockerRunNone.baseline(), Runtime::PierRunNone);
+        assert_eq!(Runtime::PodmanRunBridge.baseline(), Runtime::PierRunBridge);
+        assert_eq!(
+            Runtime::DockerRunPublish.baseline(),
+            Runtime::PierRunPublish
+        );
+        assert_eq!(Runtime::PierRunPublish.baseline(), Runtime::Pier);
+        assert_eq!(Runtime::Runc.baseline(), Runtime::Pier);
+    }
+
+    #[test]
+    fn podman_rows_run_on_the_peers_rootfs() {
+        let row = Row::for_test(Runtime::PodmanRunNone, Seccomp::Docker, vec![], None);
+        let line = row.invocation(0).display();
+        assert!(line.contains(" run --rm --network none --ulimit"), "{line}");
+        assert!(line.ends_with("--rootfs /state/rootfs /bin/true"), "{line}");
+        assert!(!line.contains("seccomp=unconfined"), "{line}");
     }
 
     #[test]

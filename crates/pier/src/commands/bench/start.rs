@@ -10,10 +10,15 @@
 //! whose run fails is marked failed with the reason and not run again, the others go on. At the end
 //! it force-deletes any container a runtime left behind, removes the work dir, prints the table and
 //! writes `--json`. Work dirs of earlier benchmarks that were killed (their pid is gone) are swept
-//! the same way first. A progress line on stderr shows the round and the row.
+//! the same way first. A progress line on stderr shows the round and the row. The docker and
+//! podman rows' daemon and setup are started before the schedule and torn down with the work dir
+//! (peers_engine.rs). SIGINT, SIGTERM and SIGHUP stop the schedule after the running sample; the
+//! cleanup and the table of what was measured follow as on a normal end.
 //!
 //! Privileges: root. Black-box test: tests/bench_start.rs (JSON shape only, never timings).
 use super::bundle::{Bundles, Seccomp};
+use super::interrupt;
+use super::peers_engine::{self, EnginePeers};
 use super::report::{self, Machine, Report, RowReport};
 use super::rows::{self, Row, Runtime};
 use super::runner::{self, CrunNamespace};
@@ -22,6 +27,7 @@ use anyhow::Context;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Flags of `pier bench start`.
 #[derive(clap::Args, Debug)]
@@ -50,6 +56,8 @@ struct Bench {
     work: PathBuf,
     rows: Vec<Row>,
     crun_ns: Option<CrunNamespace>,
+    /// dockerd and podman's setup for their rows, when those are measured.
+    peers: Option<EnginePeers>,
 }
 
 impl Drop for Bench {
@@ -57,6 +65,7 @@ impl Drop for Bench {
         for note in rows::sweep(&self.rows, self.crun_ns.as_ref()) {
             eprintln!("pier bench: {note}");
         }
+        drop(self.peers.take());
         if let Err(e) = std::fs::remove_dir_all(&self.work) {
             eprintln!("pier bench: cannot remove {}: {e}", self.work.display());
         }
@@ -68,6 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         nix::unistd::geteuid().is_root(),
         "pier bench start needs root: it creates namespaces, mounts and cgroups"
     );
+    let stop = interrupt::catch_without_thread()?;
     let (temp, on_tmpfs) = work_base();
     let (crun_ns, crun_problem) = crun_namespace(args.rows.contains(&Runtime::Crun));
     sweep_stale(&temp, crun_ns.as_ref());
@@ -77,6 +87,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         work: work.clone(),
         rows: Vec::new(),
         crun_ns,
+        peers: None,
     };
     let bundles = Bundles::build(&work)?;
     let (planned, skipped) = rows::plan(&args.rows, &args.seccomp, &work, &bundles);
@@ -88,7 +99,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for row in bench.rows.iter_mut().filter(|r| r.runtime == Runtime::Crun) {
         row.failure.clone_from(&crun_problem);
     }
-    measure(&mut bench, args.warmup as usize, args.runs as usize);
+    start_peers(&mut bench);
+    measure(&mut bench, args.warmup as usize, args.runs as usize, &stop);
     let notes = rows::sweep(&bench.rows, bench.crun_ns.as_ref());
     let report = Report {
         benchmark: "start",
@@ -98,8 +110,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         rows: bench.rows.iter().map(RowReport::of).collect(),
         ratios: report::ratios(&bench.rows),
         skipped,
-        notes: with_method_notes(notes, bench.crun_ns.is_some(), &temp, on_tmpfs),
+        notes: with_method_notes(notes, &bench, &temp, on_tmpfs),
     };
+    if stop.load(Ordering::SeqCst) {
+        eprintln!("pier bench: stopped by a signal; the table holds what was measured");
+    }
     publish(&report, args.json.as_deref())?;
     Ok(0)
 }
@@ -126,19 +141,43 @@ fn publish(report: &Report, json: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the interleaved schedule over the rows.
-fn measure(bench: &mut Bench, warmup: usize, runs: usize) {
+/// Starts dockerd and podman's setup when their rows are planned; a setup that fails marks its
+/// rows failed with the reason.
+fn start_peers(bench: &mut Bench) {
+    let docker = bench.rows.iter().any(|r| r.runtime.is_docker());
+    let podman = bench.rows.iter().any(|r| r.runtime.is_podman());
+    if !(docker || podman) {
+        return;
+    }
+    eprintln!("pier bench: starting a private dockerd / preparing podman");
+    let peers = EnginePeers::prepare(&bench.work, docker, podman);
+    for row in bench.rows.iter_mut() {
+        if row.runtime.is_docker() || row.runtime.is_podman() {
+            row.failure = peers.problem(row.runtime);
+        }
+    }
+    bench.peers = Some(peers);
+}
+
+/// Runs the interleaved schedule over the rows, until its end or a stop signal.
+fn measure(bench: &mut Bench, warmup: usize, runs: usize, stop: &AtomicBool) {
     let mut progress = Progress::new(bench.rows.len() * (warmup + runs));
     for (n, step) in interleave(bench.rows.len(), warmup, runs).enumerate() {
         let row = &bench.rows[step.row];
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
         if row.failure.is_some() {
             continue;
         }
         progress.show(n, &step, row);
         let invocation = row.invocation(n);
-        let timed = match (row.runtime, &bench.crun_ns) {
-            (Runtime::Crun, Some(ns)) => ns
+        let timed = match (row.runtime, &bench.crun_ns, &bench.peers) {
+            (Runtime::Crun, Some(ns), _) => ns
                 .run(|| runner::time_one(&invocation))
+                .unwrap_or_else(|e| Err(format!("{e:#}"))),
+            (podman, _, Some(peers)) if podman.is_podman() => peers
+                .in_netns(|| runner::time_one(&invocation))
                 .unwrap_or_else(|e| Err(format!("{e:#}"))),
             _ => runner::time_one(&invocation),
         };
@@ -183,6 +222,7 @@ fn sweep_stale(temp: &Path, crun_ns: Option<&CrunNamespace>) {
         for note in rows::sweep(&stale_rows, crun_ns) {
             eprintln!("pier bench: from an interrupted benchmark: {note}");
         }
+        peers_engine::sweep_stale(&work, pid);
         let _ = std::fs::remove_dir_all(&work);
     }
 }
@@ -190,7 +230,7 @@ fn sweep_stale(temp: &Path, crun_ns: Option<&CrunNamespace>) {
 /// Notes on method that the reader of the table needs.
 fn with_method_notes(
     mut notes: Vec<String>,
-    crun_in_namespace: bool,
+    bench: &Bench,
     base: &Path,
     on_tmpfs: bool,
 ) -> Vec<String> {
@@ -205,7 +245,17 @@ fn with_method_notes(
             base.display()
         )
     });
-    if crun_in_namespace {
+    if bench.peers.is_some() {
+        notes.push(
+            "docker and podman rows: a dockerd started by the benchmark (own data/exec root and \
+             containerd, Docker's default iptables rules, docker0 bridge and docker-proxy) and \
+             podman with runc, both inside a private network namespace that vanishes with them; \
+             same busybox root; podman with --ulimit nofile/nproc=1024 (hard rlimits cannot be \
+             raised here)"
+                .to_string(),
+        );
+    }
+    if bench.crun_ns.is_some() {
         notes.push(
             "crun 1.8 refuses hybrid cgroups: it runs in a private mount namespace without \
              /sys/fs/cgroup/unified, entered outside the timed region"
@@ -223,8 +273,16 @@ fn machine(rows: &[Row]) -> Machine {
         format!("pier version {}", env!("CARGO_PKG_VERSION")),
     );
     for row in rows.iter().filter(|r| r.runtime != Runtime::Pier) {
+        let label = match row.runtime {
+            docker if docker.is_docker() => "docker",
+            podman if podman.is_podman() => "podman",
+            other => other.label(),
+        };
+        if versions.contains_key(label) {
+            continue;
+        }
         if let Some(version) = runner::version_of(&row.program) {
-            versions.insert(row.runtime.label().to_string(), version);
+            versions.insert(label.to_string(), version);
         }
     }
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
