@@ -9,6 +9,16 @@ use serde_json::{json, Value};
 
 use super::NftError;
 
+/// Whether an executable `nft` is on `PATH` (looked up, not run: a spawn costs milliseconds).
+pub(crate) fn installed() -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join("nft"))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
 /// Applies `commands` (nft JSON command objects) as one transaction.
 pub(crate) fn apply(
     step: &'static str,
