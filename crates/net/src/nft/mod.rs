@@ -220,7 +220,7 @@ impl Table {
     pub fn withdraw(&self, mappings: &[Mapping]) -> Result<(), NftError> {
         let mut script = self.script("add", mappings, "", "withdraw")?;
         script += &self.script("delete", mappings, "", "withdraw")?;
-        match apply_script("withdraw", mappings, &script) {
+        match apply_deletes("withdraw", mappings, &script) {
             Err(e) if e.is_missing() => return Ok(()),
             Err(e) if e.is_exists() => {
                 let listed = self.published()?;
@@ -230,7 +230,7 @@ impl Table {
                     .copied()
                     .collect();
                 let script = self.script("delete", &ours, "", "withdraw")?;
-                apply_script("withdraw", &ours, &script)?;
+                apply_deletes("withdraw", &ours, &script)?;
             }
             other => other?,
         }
@@ -288,7 +288,7 @@ impl Table {
             return Ok(());
         }
         // An element another process released in between is no error worth failing for.
-        run::apply_text("release held ports", rules::HELD, &script).or(Ok(()))
+        run::apply_text_committed("release held ports", rules::HELD, &script).or(Ok(()))
     }
 
     /// Every published element with its owner ("" when uncommented); empty without the table.
@@ -383,6 +383,14 @@ fn apply_script(step: &'static str, mappings: &[Mapping], script: &str) -> Resul
         return Ok(());
     }
     run::apply_text(step, &describe(mappings), script)
+}
+
+/// [`apply_script`] for a batch that deletes: done when the kernel reports the commit.
+fn apply_deletes(step: &'static str, mappings: &[Mapping], script: &str) -> Result<(), NftError> {
+    if script.is_empty() {
+        return Ok(());
+    }
+    run::apply_text_committed(step, &describe(mappings), script)
 }
 
 /// A name the kernel takes for a link and nft's parser takes in quotes.
