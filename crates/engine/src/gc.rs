@@ -41,15 +41,15 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
             Err(e) => errors.push(format!("remove published ports: {e}")),
         }
     }
-    record
-        .attachments
-        .retain(|attachment| match unplug(engine, attachment, processes_gone) {
+    record.attachments.retain(
+        |attachment| match unplug(engine, attachment, processes_gone) {
             Ok(()) => false,
             Err(e) => {
                 errors.push(format!("detach from network {}: {e}", attachment.network));
                 true
             }
-        });
+        },
+    );
     if let Err(e) = crate::rootfs::release(&engine.store.dir(&record.id)) {
         errors.push(format!("release root filesystem: {e}"));
     }

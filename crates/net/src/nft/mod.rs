@@ -138,7 +138,11 @@ impl Table {
     /// FORWARD policy drop (if any) lets IPv4 through.
     pub fn add_network(&self, subnet: Subnet, bridge: &str) -> Result<(), NftError> {
         let script = network_script("add network", subnet, bridge)?;
-        let object = format!("{} {subnet}, {} {bridge}", subnet_sets(subnet).0, rules::BRIDGES);
+        let object = format!(
+            "{} {subnet}, {} {bridge}",
+            subnet_sets(subnet).0,
+            rules::BRIDGES
+        );
         run::apply_text("add network", &object, &script)?;
         match (docker::hook_chain()?, subnet.addr()) {
             (Some(chain), IpAddr::V4(addr)) => {
