@@ -8,7 +8,10 @@
 //! exit lags its commit by 10-20 ms here. With `-e` nft prints `# new generation N ...` once
 //! the kernel has committed; that line is the success, and a thread reaps the child.
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
@@ -16,12 +19,28 @@ use super::NftError;
 
 /// Whether an executable `nft` is on `PATH` (looked up, not run: a spawn costs milliseconds).
 pub(crate) fn installed() -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|dir| {
-        std::fs::metadata(dir.join("nft"))
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
+    binary().is_some()
+}
+
+/// The `nft` on `PATH`, looked up once per process (spawning the bare name makes the child try
+/// every `PATH` entry).
+fn binary() -> Option<&'static Path> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("nft"))
+            .find(|file| {
+                std::fs::metadata(file)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    });
+    found.as_deref()
+}
+
+/// `nft` by its found path (by name when none was found, so spawning reports it missing).
+fn command() -> Command {
+    Command::new(binary().unwrap_or(Path::new("nft")))
 }
 
 /// Applies `commands` (nft JSON command objects) as one transaction.
@@ -55,6 +74,13 @@ pub(crate) fn apply_text_committed(
     let mut stdin = child.stdin.take().expect("stdin was piped");
     let written = stdin.write_all(script.as_bytes());
     drop(stdin);
+    // stderr is drained meanwhile: an error quoting a 1,000-element line fills a pipe.
+    let mut stderr_pipe = child.stderr.take().expect("stderr was piped");
+    let stderr_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr_pipe.read_to_string(&mut text);
+        text
+    });
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout was piped"));
     let mut echoed = String::new();
     let mut line = String::new();
@@ -69,10 +95,7 @@ pub(crate) fn apply_text_committed(
         echoed += &line;
         line.clear();
     }
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = pipe.read_to_string(&mut stderr);
-    }
+    let stderr = stderr_reader.join().unwrap_or_default();
     let status = child.wait().map_err(spawn_error)?;
     written.map_err(spawn_error)?;
     let text: Vec<&str> = [stderr.trim(), echoed.trim()]
@@ -90,7 +113,7 @@ pub(crate) fn apply_text_committed(
 }
 
 fn spawn(args: &[&str]) -> std::io::Result<std::process::Child> {
-    Command::new("nft")
+    command()
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -135,7 +158,7 @@ fn failure_text(output: &std::process::Output) -> String {
 /// the object does not exist.
 pub(crate) fn list(step: &'static str, what: &[&str]) -> Result<Option<Value>, NftError> {
     let object = what.join(" ");
-    let output = Command::new("nft")
+    let output = command()
         .args(["-j", "list"])
         .args(what)
         .output()
