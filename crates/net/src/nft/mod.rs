@@ -19,7 +19,10 @@
 //! delete; a whole list of mappings (a 1,000-port range) is one `nft -f -` transaction. If the
 //! host's iptables-nft `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`]
 //! also adds accept rules commented "pier" there (see docker.rs); [`Table::teardown`] removes
-//! those and the table.
+//! those and the table. Every `nft` spawn costs milliseconds, so the publish path lists
+//! nothing: [`Table::publish_on`] carries its bridge's set elements (idempotent adds) in the
+//! same transaction and ensures the table only when nft reports it missing, and
+//! [`Table::withdraw`] adds then deletes the recorded elements (idempotent without a listing).
 //!
 //! Why not the `nftables` crate (JSON to `nft -j -f -`): nft 1.0.6's JSON input breaks on a
 //! map with concatenated data (see rules.rs), which is the heart of this table; so the table
