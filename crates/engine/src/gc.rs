@@ -34,8 +34,8 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
         }
     }
     if !record.publish_entries.is_empty() {
-        let removed = pier_publish::engine::select(record.config.publish_mode, &engine.publish)
-            .and_then(|p| p.remove(&record.publish_entries));
+        // The entries describe themselves: no engine is made (no program loaded, no table).
+        let removed = pier_publish::engine::remove(&engine.publish, &record.publish_entries);
         match removed {
             Ok(()) => record.publish_entries.clear(),
             Err(e) => errors.push(format!("remove published ports: {e}")),

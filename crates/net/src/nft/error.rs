@@ -37,6 +37,22 @@ pub enum NftError {
     Teardown(Vec<NftError>),
 }
 
+impl NftError {
+    /// nft refused because a table, map or set named in the batch does not exist.
+    pub fn is_missing(&self) -> bool {
+        self.stderr_has("No such file or directory")
+    }
+
+    /// nft refused because an element's key exists with another value.
+    pub fn is_exists(&self) -> bool {
+        self.stderr_has("File exists")
+    }
+
+    fn stderr_has(&self, text: &str) -> bool {
+        matches!(self, NftError::Failed { stderr, .. } if stderr.contains(text))
+    }
+}
+
 fn list(errors: &[NftError]) -> String {
     let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
     texts.join("; ")

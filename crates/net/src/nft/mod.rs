@@ -19,7 +19,10 @@
 //! delete; a whole list of mappings (a 1,000-port range) is one `nft -f -` transaction. If the
 //! host's iptables-nft `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`]
 //! also adds accept rules commented "pier" there (see docker.rs); [`Table::teardown`] removes
-//! those and the table.
+//! those and the table. Every `nft` spawn costs milliseconds, so the publish path lists
+//! nothing: [`Table::publish_on`] carries its bridge's set elements (idempotent adds) in the
+//! same transaction and ensures the table only when nft reports it missing, and
+//! [`Table::withdraw`] adds then deletes the recorded elements (idempotent without a listing).
 //!
 //! Why not the `nftables` crate (JSON to `nft -j -f -`): nft 1.0.6's JSON input breaks on a
 //! map with concatenated data (see rules.rs), which is the heart of this table; so the table
@@ -44,6 +47,11 @@ use crate::Subnet;
 
 const FAMILY: &str = "inet";
 const TABLE: &str = "pier";
+
+/// Whether the `nft` binary is installed (found on `PATH`; nothing is run).
+pub fn installed() -> bool {
+    run::installed()
+}
 
 /// A transport protocol nft can DNAT by port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,20 +140,12 @@ impl Table {
     /// bridge is not an egress and may reach only its own subnet (unless DNATed), and Docker's
     /// FORWARD policy drop (if any) lets IPv4 through.
     pub fn add_network(&self, subnet: Subnet, bridge: &str) -> Result<(), NftError> {
-        if !is_ifname(bridge) {
-            return Err(NftError::BadIfname {
-                step: "add network",
-                name: bridge.to_string(),
-            });
-        }
-        let (subnets, nets) = match subnet.addr() {
-            IpAddr::V4(_) => (rules::SUBNETS4, rules::BRIDGE_NETS4),
-            IpAddr::V6(_) => (rules::SUBNETS6, rules::BRIDGE_NETS6),
-        };
-        let mut script = rules::elements("add", subnets, &[subnet.to_string()]);
-        script += &rules::elements("add", rules::BRIDGES, &[format!("\"{bridge}\"")]);
-        script += &rules::elements("add", nets, &[format!("\"{bridge}\" . {subnet}")]);
-        let object = format!("{subnets} {subnet}, {} {bridge}", rules::BRIDGES);
+        let script = network_script("add network", subnet, bridge)?;
+        let object = format!(
+            "{} {subnet}, {} {bridge}",
+            subnet_sets(subnet).0,
+            rules::BRIDGES
+        );
         run::apply_text("add network", &object, &script)?;
         match (docker::hook_chain()?, subnet.addr()) {
             (Some(chain), IpAddr::V4(addr)) => {
@@ -164,13 +164,34 @@ impl Table {
     /// `owner` (a container id: letters, digits, `-`, `_`, `.`), which [`Table::published`]
     /// reports.
     pub fn publish_owned(&self, mappings: &[Mapping], owner: &str) -> Result<(), NftError> {
+        self.publish_on(mappings, owner, None)
+    }
+
+    /// Like [`Table::publish_owned`], and in the same transaction registers `bridge` with its
+    /// `subnets` in the table's sets (adds of existing set elements are no-ops); Docker's
+    /// FORWARD rules are [`Table::add_network`]'s, done when the network is made. No listing:
+    /// when the table is missing ("No such file or directory") it is ensured and the
+    /// transaction retried once. A key published with another value fails "File exists"
+    /// ([`NftError::is_exists`]); the caller lists to name its owner.
+    pub fn publish_on(
+        &self,
+        mappings: &[Mapping],
+        owner: &str,
+        bridge: Option<(&str, &[Subnet])>,
+    ) -> Result<(), NftError> {
         let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
         if !owner.chars().all(plain) || owner.len() > 128 {
             return Err(NftError::BadOwner {
                 owner: owner.to_string(),
             });
         }
-        let mut script = self.script("add", mappings, owner, "publish")?;
+        let mut script = String::new();
+        if let Some((name, subnets)) = bridge {
+            for &subnet in subnets {
+                script += &network_script("publish", subnet, name)?;
+            }
+        }
+        script += &self.script("add", mappings, owner, "publish")?;
         let held: Vec<String> = mappings
             .iter()
             .filter(|m| m.host.is_some())
@@ -179,7 +200,13 @@ impl Table {
         if !held.is_empty() {
             script += &rules::elements("add", rules::HELD, &held);
         }
-        apply_script("publish", mappings, &script)
+        match apply_script("publish", mappings, &script) {
+            Err(e) if e.is_missing() => {
+                self.ensure()?;
+                apply_script("publish", mappings, &script)
+            }
+            other => other,
+        }
     }
 
     /// Unpublishes `mappings` in one transaction (all or none), then releases the held ports
@@ -187,6 +214,33 @@ impl Table {
     pub fn unpublish(&self, mappings: &[Mapping]) -> Result<(), NftError> {
         let script = self.script("delete", mappings, "", "unpublish")?;
         apply_script("unpublish", mappings, &script)?;
+        self.release_held(mappings)
+    }
+
+    /// Deletes whichever of `mappings` exist with exactly their recorded value, and releases
+    /// the held ports no remaining specific publish uses. Idempotent and, on the usual path,
+    /// one transaction with no listing: each element is added then deleted (an add of an
+    /// existing key with the same value is a no-op, a delete of what the add made is harmless).
+    /// A missing table means nothing to remove. When a key is held with ANOTHER value (the
+    /// port was published again by someone else) the add fails "File exists"; then the maps
+    /// are listed and only the elements still carrying our value are deleted.
+    pub fn withdraw(&self, mappings: &[Mapping]) -> Result<(), NftError> {
+        let mut script = self.script("add", mappings, "", "withdraw")?;
+        script += &self.script("delete", mappings, "", "withdraw")?;
+        match apply_deletes("withdraw", mappings, &script) {
+            Err(e) if e.is_missing() => return Ok(()),
+            Err(e) if e.is_exists() => {
+                let listed = self.published()?;
+                let ours: Vec<Mapping> = mappings
+                    .iter()
+                    .filter(|m| listed.iter().any(|(l, _)| l == *m))
+                    .copied()
+                    .collect();
+                let script = self.script("delete", &ours, "", "withdraw")?;
+                apply_deletes("withdraw", &ours, &script)?;
+            }
+            other => other?,
+        }
         self.release_held(mappings)
     }
 
@@ -241,25 +295,19 @@ impl Table {
             return Ok(());
         }
         // An element another process released in between is no error worth failing for.
-        run::apply_text("release held ports", rules::HELD, &script).or(Ok(()))
+        run::apply_text_committed("release held ports", rules::HELD, &script).or(Ok(()))
     }
 
     /// Every published element with its owner ("" when uncommented); empty without the table.
+    /// One `nft -j list table inet pier` (its maps' elements included).
     pub fn published(&self) -> Result<Vec<(Mapping, String)>, NftError> {
-        let mut out = Vec::new();
-        for map in rules::DNAT_MAPS {
-            let Some(listing) = run::list("list published", &["map", FAMILY, TABLE, map])? else {
-                continue;
-            };
-            for m in run::objects(&listing, "map") {
-                for elem in m["elem"].as_array().into_iter().flatten() {
-                    if let Some(found) = listing::element(elem) {
-                        out.push(found);
-                    }
-                }
-            }
-        }
-        Ok(out)
+        let Some(listing) = run::list("list published", &["table", FAMILY, TABLE])? else {
+            return Ok(Vec::new());
+        };
+        let maps = run::objects(&listing, "map")
+            .filter(|m| rules::DNAT_MAPS.iter().any(|name| m["name"] == *name));
+        let elements = maps.flat_map(|m| m["elem"].as_array().into_iter().flatten());
+        Ok(elements.filter_map(listing::element).collect())
     }
 
     /// Unregisters a container network (the reverse of [`Table::add_network`]): its subnet and
@@ -276,10 +324,7 @@ impl Table {
         if run::list("list table inet pier", &["table", FAMILY, TABLE])?.is_none() {
             return docker::remove_subnet(subnet);
         }
-        let (subnets, nets) = match subnet.addr() {
-            IpAddr::V4(_) => (rules::SUBNETS4, rules::BRIDGE_NETS4),
-            IpAddr::V6(_) => (rules::SUBNETS6, rules::BRIDGE_NETS6),
-        };
+        let (subnets, nets) = subnet_sets(subnet);
         let sets = [
             (subnets, subnet.to_string()),
             (rules::BRIDGES, format!("\"{bridge}\"")),
@@ -316,11 +361,43 @@ impl Table {
     }
 }
 
+/// The sets of `subnet`'s family: its subnets and its bridge . subnet pairs.
+fn subnet_sets(subnet: Subnet) -> (&'static str, &'static str) {
+    match subnet.addr() {
+        IpAddr::V4(_) => (rules::SUBNETS4, rules::BRIDGE_NETS4),
+        IpAddr::V6(_) => (rules::SUBNETS6, rules::BRIDGE_NETS6),
+    }
+}
+
+/// The element adds registering `bridge` with `subnet` (idempotent: adding an existing set
+/// element, interval ones included, is no error).
+fn network_script(step: &'static str, subnet: Subnet, bridge: &str) -> Result<String, NftError> {
+    if !is_ifname(bridge) {
+        return Err(NftError::BadIfname {
+            step,
+            name: bridge.to_string(),
+        });
+    }
+    let (subnets, nets) = subnet_sets(subnet);
+    let mut script = rules::elements("add", subnets, &[subnet.to_string()]);
+    script += &rules::elements("add", rules::BRIDGES, &[format!("\"{bridge}\"")]);
+    script += &rules::elements("add", nets, &[format!("\"{bridge}\" . {subnet}")]);
+    Ok(script)
+}
+
 fn apply_script(step: &'static str, mappings: &[Mapping], script: &str) -> Result<(), NftError> {
     if script.is_empty() {
         return Ok(());
     }
     run::apply_text(step, &describe(mappings), script)
+}
+
+/// [`apply_script`] for a batch that deletes: done when the kernel reports the commit.
+fn apply_deletes(step: &'static str, mappings: &[Mapping], script: &str) -> Result<(), NftError> {
+    if script.is_empty() {
+        return Ok(());
+    }
+    run::apply_text_committed(step, &describe(mappings), script)
 }
 
 /// A name the kernel takes for a link and nft's parser takes in quotes.

@@ -31,7 +31,7 @@ pub(crate) struct Auto {
 
 impl Auto {
     pub(crate) fn new(settings: &Settings) -> Result<Self, PublishError> {
-        nat::ensure()?;
+        nat::available()?;
         let ebpf = match ebpf::ensure(settings) {
             Ok(()) => true,
             Err(e) => {
@@ -55,6 +55,12 @@ impl Engine for Auto {
 
     fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// With ebpf, the pinned map holds every port auto and ebpf publish: the nft maps are
+    /// listed only to pick ports; a key taken in them by a nat-mode container fails the apply.
+    fn covered_by_map(&self) -> bool {
+        self.ebpf
     }
 
     fn entries(&self, target: &Target, pairs: &[Pair]) -> Result<Vec<Entry>, PublishError> {

@@ -221,6 +221,11 @@ pub trait Publish: std::fmt::Debug {
 pub(crate) trait Engine: std::fmt::Debug {
     fn name(&self) -> &'static str;
     fn settings(&self) -> &Settings;
+    /// Whether every port this engine could clash with is in pier-bpf's pinned map (read
+    /// in-process), so planning needs no `nft` listing unless it picks ports.
+    fn covered_by_map(&self) -> bool {
+        false
+    }
     /// The entries serving `pairs` (already resolved and checked) for `target`.
     fn entries(&self, target: &Target, pairs: &[plan::Pair]) -> Result<Vec<Entry>, PublishError>;
 }
@@ -235,7 +240,8 @@ impl<E: Engine> Publish for E {
         target: &Target,
         mappings: &[PortMapping],
     ) -> Result<(Vec<Published>, Vec<Entry>), PublishError> {
-        let (published, pairs) = plan::resolve(self.settings(), target, mappings)?;
+        let list_nft = !self.covered_by_map();
+        let (published, pairs) = plan::resolve(self.settings(), target, mappings, list_nft)?;
         Ok((published, self.entries(target, &pairs)?))
     }
 

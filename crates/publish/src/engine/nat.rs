@@ -2,14 +2,17 @@
 //! (their source address preserved) and for host clients of non-loopback addresses.
 //!
 //! Theory of operation: the table (verdict-free DNAT maps keyed by address, protocol and port,
-//! so a lookup costs the same for 1 or 10,000 ports) is ensured when the engine is made; a
-//! publish is map elements, commented with the container id, added in ONE `nft` transaction
-//! (a 1,000-port range included) and deleted in one. When the target names its bridge, the
-//! bridge's subnets are registered first (hairpin masquerade, isolation between bridges, accept
-//! rules in Docker's FORWARD-drop filter). What kernel NAT cannot do is refused here and left
-//! to the ebpf engine or a proxy by `auto`: loopback fronts (DNAT of 127.0.0.1 needs
-//! route_localnet, the hole Docker shipped) and a front of the other family (no NAT64).
-//! Removal lists the maps first and deletes only elements that exist, so it is idempotent.
+//! so a lookup costs the same for 1 or 10,000 ports) is made by network creation, or by the
+//! first publish that finds it missing; making the engine only checks that `nft` is installed.
+//! A publish is map elements, commented with the container id, added in ONE `nft` transaction
+//! (a 1,000-port range included) together with idempotent adds registering the target's bridge
+//! subnets (hairpin masquerade, isolation between bridges; Docker's FORWARD accept rules were
+//! added when the network was made). A key another container published fails the
+//! transaction with "File exists": only then is the table listed, to name that owner. What
+//! kernel NAT cannot do is refused here and left to the ebpf engine or a proxy by `auto`:
+//! loopback fronts (DNAT of 127.0.0.1 needs route_localnet, the hole Docker shipped) and a
+//! front of the other family (no NAT64). Removal adds then deletes the recorded elements in
+//! one transaction ([`Table::withdraw`]), so it is idempotent without listing.
 //!
 //! Section order (the same in every engine file): engine, plan, apply, remove.
 //! Privileges: CAP_NET_ADMIN in the calling thread's network namespace.
@@ -25,7 +28,7 @@ use crate::Protocol;
 
 const ENGINE: &str = "nat";
 
-/// The nat engine (table known to exist).
+/// The nat engine (`nft` known to be installed).
 #[derive(Debug)]
 pub(crate) struct Nat {
     settings: Settings,
@@ -33,24 +36,22 @@ pub(crate) struct Nat {
 
 impl Nat {
     pub(crate) fn new(settings: &Settings) -> Result<Self, PublishError> {
-        ensure()?;
+        available()?;
         Ok(Self {
             settings: settings.clone(),
         })
     }
 }
 
-pub(crate) fn ensure() -> Result<(), PublishError> {
-    Table.ensure().map_err(|e| match e {
-        nft::NftError::Spawn { .. } => PublishError::Unavailable {
+/// Fails when the `nft` binary is not installed (looked up, not run).
+pub(crate) fn available() -> Result<(), PublishError> {
+    match nft::installed() {
+        true => Ok(()),
+        false => Err(PublishError::Unavailable {
             engine: ENGINE,
-            why: e.to_string(),
-        },
-        source => PublishError::Nft {
-            step: "ensure the table",
-            source,
-        },
-    })
+            why: "the nft binary is not installed (install nftables)".to_string(),
+        }),
+    }
 }
 
 impl Engine for Nat {
@@ -175,8 +176,8 @@ fn nft_err(step: &'static str) -> impl Fn(nft::NftError) -> PublishError {
     move |source| PublishError::Nft { step, source }
 }
 
-/// Registers the target's bridge (its subnets read from its addresses) and adds the elements
-/// in one transaction.
+/// Adds the elements and registers the target's bridge (its subnets read from its addresses)
+/// in one transaction; a key taken meanwhile is reported naming its owner.
 pub(crate) fn apply_entries(
     target: &Target,
     mappings: &[nft::Mapping],
@@ -184,16 +185,33 @@ pub(crate) fn apply_entries(
     if mappings.is_empty() {
         return Ok(());
     }
-    if let Some(bridge) = &target.bridge {
-        for subnet in bridge_subnets(bridge)? {
-            Table
-                .add_network(subnet, bridge)
-                .map_err(nft_err("register the bridge"))?;
-        }
+    let subnets = match &target.bridge {
+        Some(bridge) => bridge_subnets(bridge)?,
+        None => Vec::new(),
+    };
+    let bridge = target.bridge.as_deref().map(|b| (b, subnets.as_slice()));
+    match Table.publish_on(mappings, &target.container_id, bridge) {
+        Err(e) if e.is_exists() => Err(taken(mappings).unwrap_or(PublishError::Nft {
+            step: "publish",
+            source: e,
+        })),
+        other => other.map_err(nft_err("publish")),
     }
-    Table
-        .publish_owned(mappings, &target.container_id)
-        .map_err(nft_err("publish"))
+}
+
+/// The first of `mappings` whose key the table holds with another value, named with its owner.
+fn taken(mappings: &[nft::Mapping]) -> Option<PublishError> {
+    let listed = Table.published().ok()?;
+    let key = |m: &nft::Mapping| (m.host, m.proto, m.host_port, m.container.is_ipv4());
+    mappings.iter().find_map(|m| {
+        let (_, owner) = listed.iter().find(|(l, _)| key(l) == key(m) && l != m)?;
+        Some(PublishError::Published {
+            port: m.host_port,
+            protocol: protocol_of(m.proto),
+            host: plan::show(m.host),
+            owner: owner.clone(),
+        })
+    })
 }
 
 /// The subnets of `bridge`'s addresses (none when it does not exist here).
@@ -228,22 +246,16 @@ fn network(ip: IpAddr, prefix: u8) -> IpAddr {
     }
 }
 
-/// Deletes the elements of `mappings` that exist, in one transaction.
+/// Deletes the elements of `mappings` that exist with their recorded value (no listing on
+/// the usual path; without `nft` there is nothing to delete).
 pub(crate) fn remove_entries(mappings: &[nft::Mapping]) -> Result<(), PublishError> {
     if mappings.is_empty() {
         return Ok(());
     }
-    let listed = match Table.published() {
-        Err(nft::NftError::Spawn { .. }) => return Ok(()),
-        other => other.map_err(nft_err("list published ports"))?,
-    };
-    let key = |m: &nft::Mapping| (m.host, m.proto, m.host_port, m.container.is_ipv4());
-    let existing: Vec<nft::Mapping> = mappings
-        .iter()
-        .filter(|m| listed.iter().any(|(l, _)| key(l) == key(m)))
-        .copied()
-        .collect();
-    Table.unpublish(&existing).map_err(nft_err("unpublish"))
+    match Table.withdraw(mappings) {
+        Err(nft::NftError::Spawn { .. }) => Ok(()),
+        other => other.map_err(nft_err("unpublish")),
+    }
 }
 
 #[cfg(test)]

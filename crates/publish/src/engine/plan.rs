@@ -5,10 +5,13 @@
 //! Theory of operation: what is taken is read once per plan from the three places a port can be
 //! held: pier-bpf's pinned map and pier-net's nft maps (each entry names the container that
 //! published it) and the host's sockets (`sockets.rs`: listening TCP, bound UDP; a `pier proxy`
-//! names its container in its environment). Two holdings of one protocol and port overlap when
-//! either is on every address or both are on the same one. A port to pick is searched from a
-//! varying offset in the namespace's ephemeral range, so concurrent plans rarely collide (and an
-//! apply that does collide fails cleanly: map and element adds refuse an existing key).
+//! names its container in its environment). Listing the nft maps costs an `nft` spawn
+//! (milliseconds), so an engine whose ports are all in the pinned map (auto with ebpf) skips it
+//! unless it must pick a port; a key a nat-mode container holds then fails the apply, which
+//! names the owner (nat.rs). Two holdings of one protocol and port overlap when either is on
+//! every address or both are on the same one. A port to pick is searched from a varying offset
+//! in the namespace's ephemeral range, so concurrent plans rarely collide (and an apply that
+//! does collide fails cleanly: map and element adds refuse an existing key).
 //!
 //! Privileges: root (the pinned map, nft, other processes' fds). Tests: below; priv_engines.rs.
 use std::net::IpAddr;
@@ -43,13 +46,16 @@ enum Holder {
     Socket(u64),
 }
 
-/// Resolves `mappings` for `target` into pairs, checking each against what is held.
+/// Resolves `mappings` for `target` into pairs, checking each against what is held; the nft
+/// maps are read when `list_nft` or a port is to be picked.
 pub(crate) fn resolve(
     settings: &Settings,
     target: &Target,
     mappings: &[PortMapping],
+    list_nft: bool,
 ) -> Result<(Vec<Published>, Vec<Pair>), PublishError> {
-    let mut held = published(settings)?;
+    let picks = mappings.iter().any(|m| m.host_ports.is_none());
+    let mut held = published(settings, list_nft || picks)?;
     for protocol in [Protocol::Tcp, Protocol::Udp] {
         if mappings.iter().any(|m| m.protocol == protocol) {
             held.extend(
@@ -187,8 +193,9 @@ fn socket(protocol: Protocol, b: Bound) -> Held {
     }
 }
 
-/// Everything published in the pinned map and the nft table (neither existing is fine).
-fn published(settings: &Settings) -> Result<Vec<Held>, PublishError> {
+/// Everything published in the pinned map and, with `list_nft`, the nft table (neither
+/// existing is fine).
+fn published(settings: &Settings, list_nft: bool) -> Result<Vec<Held>, PublishError> {
     let mut out = Vec::new();
     if settings.bpf_pin_dir.join(pier_bpf::PUBLISH_MAP).exists() {
         let publisher = pier_bpf::Publisher::open(&settings.bpf_pin_dir).map_err(|source| {
@@ -210,6 +217,9 @@ fn published(settings: &Settings) -> Result<Vec<Held>, PublishError> {
             port: m.host.port(),
             owner: Holder::Container(owner),
         }));
+    }
+    if !list_nft {
+        return Ok(out);
     }
     let elements = match Table.published() {
         Err(NftError::Spawn { .. }) => Vec::new(),
