@@ -473,6 +473,23 @@ fn child_run(state: &str, rest: &[String]) {
     }
 }
 
+/// `ip -o link` once no veth is left, or after 5 s. A container's veth pair goes with its
+/// network namespace, which the kernel frees asynchronously (a few ms after the last process).
+fn veths_gone() -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = Command::new("ip")
+            .args(["-o", "link"])
+            .output()
+            .expect("ip link");
+        let links = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !links.contains("veth") || std::time::Instant::now() > deadline {
+            return links;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Nothing of any container survives in the state dir, the netns, the mounts or cgroups.
 fn assert_clean(paths: &Paths) {
     assert_clean_at(paths, "after the test");
@@ -493,11 +510,7 @@ fn assert_clean_at(paths: &Paths, when: &str) {
         .filter(|n| n != "seccomp-cache")
         .collect();
     assert!(runtime.is_empty(), "{when}: runtime state {runtime:?}");
-    let links = Command::new("ip")
-        .args(["-o", "link"])
-        .output()
-        .expect("ip link");
-    let links = String::from_utf8_lossy(&links.stdout).into_owned();
+    let links = veths_gone();
     assert!(!links.contains("veth"), "{when}: links left: {links}");
     let nft = dnat_elements();
     assert!(

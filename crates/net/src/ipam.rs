@@ -6,7 +6,8 @@
 //! rename while the lock stays on a stable inode), reads the file, changes it, writes
 //! `<network>.json.tmp` and renames it over the JSON. Concurrent pier processes (and threads:
 //! each operation opens its own lock file description) are serialised per network.
-//! Allocation takes the lowest free address of the range, never the network address, the
+//! Allocation takes the next free address after the one handed out last (wrapping; a released
+//! address comes back only after the rest of the subnet), never the network address, the
 //! gateway or (IPv4) the broadcast address; a static address is checked against the subnet,
 //! those reserved addresses and the allocations. Asking again for the same container returns
 //! its existing address, so a retried `run` after a crash does not leak. `reclaim` drops
@@ -40,10 +41,16 @@ impl Range {
     }
 }
 
-/// The persisted allocations of one network: address -> container id.
+/// The persisted allocations of one network: address -> container id, and the search cursor.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Leases {
     allocations: BTreeMap<IpAddr, String>,
+    /// The address handed out last: the search for a free one starts after it, so a released
+    /// address is reused only after the rest of the subnet (as Docker's allocator does). A
+    /// container's links vanish with its namespace a few milliseconds after its teardown; an
+    /// immediate reuse could meet neighbours' ARP entries for the old link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last: Option<IpAddr>,
 }
 
 /// The allocator over a state directory.
@@ -146,6 +153,9 @@ impl Ipam {
                 None => next_free(network, range, leases)?,
             };
             leases.allocations.insert(ip, container.to_string());
+            if requested.is_none() {
+                leases.last = Some(ip);
+            }
             Ok(ip)
         })
     }
@@ -231,13 +241,28 @@ fn check_static(
 }
 
 fn next_free(network: &str, range: &Range, leases: &Leases) -> Result<IpAddr, NetError> {
-    (1..range.subnet.size())
-        .map_while(|n| range.subnet.nth(n))
+    let size = range.subnet.size();
+    let start = leases
+        .last
+        .filter(|ip| range.subnet.contains(*ip))
+        .map_or(0, |ip| offset(range.subnet, ip));
+    (1..size)
+        .map(|i| (start + i) % size)
+        .filter_map(|n| range.subnet.nth(n))
         .find(|ip| !range.reserved(*ip) && !leases.allocations.contains_key(ip))
         .ok_or_else(|| NetError::Exhausted {
             network: network.to_string(),
             subnet: range.subnet,
         })
+}
+
+/// The index of `ip` in `subnet` (`subnet.nth(offset) == ip`).
+fn offset(subnet: Subnet, ip: IpAddr) -> u128 {
+    let bits = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    };
+    bits(ip) - bits(subnet.addr())
 }
 
 #[cfg(test)]
@@ -256,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn allocates_lowest_free_skipping_network_gateway_and_broadcast_until_exhausted() {
+    fn allocates_in_order_skipping_network_gateway_and_broadcast_until_exhausted() {
         let dir = tempfile::tempdir().unwrap();
         let ipam = Ipam::new(dir.path());
         let r = range("198.18.0.0/29", "198.18.0.1");
@@ -275,6 +300,20 @@ mod tests {
             ipam.allocate("pier-test", &r, "c6", None).unwrap(),
             ip("198.18.0.4")
         );
+    }
+
+    #[test]
+    fn a_released_address_comes_back_only_after_the_rest_of_the_subnet() {
+        let dir = tempfile::tempdir().unwrap();
+        let ipam = Ipam::new(dir.path());
+        let r = range("198.18.0.0/29", "198.18.0.1");
+        assert_eq!(ipam.allocate("n", &r, "a", None).unwrap(), ip("198.18.0.2"));
+        ipam.release("n", "a").unwrap();
+        assert_eq!(ipam.allocate("n", &r, "b", None).unwrap(), ip("198.18.0.3"));
+        for (c, host) in [("c", 4), ("d", 5), ("e", 6), ("f", 2)] {
+            let got = ipam.allocate("n", &r, c, None).unwrap();
+            assert_eq!(got, ip(&format!("198.18.0.{host}")), "{c} wraps around");
+        }
     }
 
     #[test]

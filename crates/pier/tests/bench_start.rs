@@ -232,7 +232,11 @@ impl HostTraces {
         ];
         HostTraces {
             iptables,
-            netns: listed("/run/netns"),
+            // Only the benchmark's own: other test binaries add and remove theirs meanwhile.
+            netns: listed("/run/netns")
+                .into_iter()
+                .filter(|n| n.starts_with("pier-bench-"))
+                .collect(),
             processes: peer_processes(),
             paths: paths
                 .iter()

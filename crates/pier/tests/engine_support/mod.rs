@@ -236,13 +236,27 @@ impl Host {
     /// Everything that could be left behind, for before/after comparisons.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            links: self.netns.links(),
+            links: self.settled_links(),
             nft: self.nft_ruleset(),
             leases: files_under(&self.state_dir().join("ipam")),
             containers: self.entries("containers"),
             runtime: self.entries("runtime"),
             networks: self.entries("networks"),
             mounts: mounts_under(self.state_dir()),
+        }
+    }
+
+    /// The namespace's links once pier's container veths (`veth…`) are gone, or after 5 s: they
+    /// go with the container's network namespace, which the kernel frees asynchronously.
+    fn settled_links(&self) -> Vec<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let links = self.netns.links();
+            if !links.iter().any(|l| l.starts_with("veth")) || std::time::Instant::now() > deadline
+            {
+                return links;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
