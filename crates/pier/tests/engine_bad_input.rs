@@ -11,7 +11,7 @@ fn refused(host: &Host, args: &[&str], culprit: &str) {
     let before = host.snapshot();
     host.fails_naming(args, culprit);
     assert_eq!(
-        host.snapshot(),
+        host.snapshot_settled(&before),
         before,
         "pier {args:?} left something behind"
     );

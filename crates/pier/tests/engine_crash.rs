@@ -92,7 +92,7 @@ fn crash_at(host: &Host, point: &str, baseline: &Snapshot) -> Result<(), String>
     // A container that survived every crash is removed the ordinary way.
     let _ = host.run(&["rm", "-f", &name]);
     let _ = host.run(&["gc"]);
-    let after = host.snapshot();
+    let after = host.snapshot_settled(baseline);
     if &after != baseline {
         problems.push(format!(
             "crash at {point}: left behind (ids {ids:?}):\n{after:#?}\nbaseline: {baseline:#?}"

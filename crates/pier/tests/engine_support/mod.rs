@@ -236,9 +236,9 @@ impl Host {
     /// Everything that could be left behind, for before/after comparisons.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            links: self.settled_links(),
+            links: self.netns.links(),
             nft: self.nft_ruleset(),
-            leases: files_under(&self.state_dir().join("ipam")),
+            leases: leases_under(&self.state_dir().join("ipam")),
             containers: self.entries("containers"),
             runtime: self.entries("runtime"),
             networks: self.entries("networks"),
@@ -246,15 +246,15 @@ impl Host {
         }
     }
 
-    /// The namespace's links once pier's container veths (`veth…`) are gone, or after 5 s: they
-    /// go with the container's network namespace, which the kernel frees asynchronously.
-    fn settled_links(&self) -> Vec<String> {
+    /// A snapshot equal to `expected`, or the last one taken after 5 s: a container's veth pair
+    /// goes with its network namespace, which the kernel frees asynchronously, a few ms after
+    /// the container's last process.
+    pub fn snapshot_settled(&self, expected: &Snapshot) -> Snapshot {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
-            let links = self.netns.links();
-            if !links.iter().any(|l| l.starts_with("veth")) || std::time::Instant::now() > deadline
-            {
-                return links;
+            let now = self.snapshot();
+            if &now == expected || std::time::Instant::now() > deadline {
+                return now;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -331,6 +331,18 @@ fn files_under(dir: &Path) -> BTreeMap<String, String> {
         }
     }
     files
+}
+
+/// The allocations of every IPAM file under `dir` (the allocator's search cursor, which moves
+/// with every allocation, is not something left behind).
+fn leases_under(dir: &Path) -> BTreeMap<String, String> {
+    let mut leases = files_under(dir);
+    for text in leases.values_mut() {
+        if let Ok(json) = serde_json::from_str::<serde_json::Value>(text) {
+            *text = json["allocations"].to_string();
+        }
+    }
+    leases
 }
 
 /// Mount points under `dir`, in mount order.
