@@ -74,7 +74,14 @@ fn scale_publishes_measures_and_removes() {
     let out = pier(
         &[
             &args[..],
-            &["--rows", "docker-iptables,pier-auto", "--json", &json_text],
+            &[
+                "--rows",
+                "docker-iptables,pier-auto",
+                "--json",
+                &json_text,
+                "--svg",
+                &format!("{json_text}.svg"),
+            ],
         ]
         .concat(),
     );
@@ -82,6 +89,11 @@ fn scale_publishes_measures_and_removes() {
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
     assert_eq!(report["benchmark"], "scale");
+    let chart = std::fs::read_to_string(format!("{json_text}.svg")).expect("the --svg file");
+    assert!(
+        chart.starts_with("<svg") && chart.contains("Docker iptables (rule per port), 3 port(s)"),
+        "{chart}"
+    );
     let rows = report["rows"].as_array().expect("rows");
     let docker = rows
         .iter()

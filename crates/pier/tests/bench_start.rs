@@ -116,9 +116,13 @@ fn start_writes_json_of_the_documented_shape() {
     let before = pier_bench_dirs();
     let netns = TestNetns::new("bench-start");
     let json_arg = json.to_string_lossy().into_owned();
+    let svg = dir.path().join("start.svg");
+    let svg_arg = svg.to_string_lossy().into_owned();
     let output = netns.bench(
         dir.path(),
-        &["--runs", "2", "--warmup", "0", "--json", &json_arg],
+        &[
+            "--runs", "2", "--warmup", "0", "--json", &json_arg, "--svg", &svg_arg,
+        ],
     );
     drop(netns);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -129,6 +133,11 @@ fn start_writes_json_of_the_documented_shape() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(stdout.contains("pier ÷ row"), "{stdout}");
+    let chart = std::fs::read_to_string(&svg).expect("the --svg file");
+    assert!(
+        chart.starts_with("<svg") && chart.contains("pier run --network bridge -p 8080"),
+        "{chart}"
+    );
     assert!(
         stdout.contains("pier run --network bridge -p 8080"),
         "{stdout}"

@@ -13,6 +13,7 @@
 //! the JSON (`table.rs` serves `net` too).
 //!
 //! Benchmarks are never timed tests: tests/bench_*.rs check shapes, cleanup and bad input only.
+mod bars;
 mod bundle;
 mod interrupt;
 mod net;

@@ -46,6 +46,9 @@ pub struct Args {
     /// Also write the results as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<std::path::PathBuf>,
+    /// Also draw the connect latency of every row and port count as an SVG bar chart to FILE
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -172,7 +175,41 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, chart(&args, &out))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(if interrupt::stopped() { 130 } else { 0 })
+}
+
+/// One bar per (row, port count): the median connect latency, whiskers over the rounds.
+fn chart(args: &Args, rows: &[RowOut]) -> String {
+    let bars: Vec<super::bars::Bar> = rows
+        .iter()
+        .flat_map(|row| {
+            row.cells.iter().map(|cell| {
+                let min = cell
+                    .connect_us
+                    .iter()
+                    .copied()
+                    .fold(f64::INFINITY, f64::min);
+                let max = cell.connect_us.iter().copied().fold(0.0, f64::max);
+                super::bars::Bar {
+                    label: format!("{}, {} port(s)", row.label, cell.ports),
+                    value: match (cell.connect_us_median, &cell.failure) {
+                        (Some(median), None) => Ok((median, min, max)),
+                        (_, Some(why)) => Err(why.clone()),
+                        (None, None) => Err("no sample".to_string()),
+                    },
+                }
+            })
+        })
+        .collect();
+    let title = format!(
+        "pier bench scale: connect latency to the last published port ({:?} client)",
+        args.client
+    );
+    super::bars::render(&title, "µs", &bars)
 }
 
 /// What every cell needs.

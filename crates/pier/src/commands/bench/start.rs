@@ -16,6 +16,7 @@
 //! cleanup and the table of what was measured follow as on a normal end.
 //!
 //! Privileges: root. Black-box test: tests/bench_start.rs (JSON shape only, never timings).
+use super::bars;
 use super::bundle::{Bundles, Seccomp};
 use super::interrupt;
 use super::peers_engine::{self, EnginePeers};
@@ -47,6 +48,9 @@ pub struct Args {
     /// Also write the results as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also draw the medians (min–max whiskers) as an SVG bar chart to FILE
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 /// The benchmark's work dir, its rows and crun's namespace. Dropping it deletes leftover
@@ -115,7 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if stop.load(Ordering::SeqCst) {
         eprintln!("pier bench: stopped by a signal; the table holds what was measured");
     }
-    publish(&report, args.json.as_deref())?;
+    publish(&report, args.json.as_deref(), args.svg.as_deref())?;
     Ok(0)
 }
 
@@ -131,12 +135,31 @@ fn crun_namespace(wanted: bool) -> (Option<CrunNamespace>, Option<String>) {
     }
 }
 
-/// Prints the table and writes the JSON file when one was asked for.
-fn publish(report: &Report, json: Option<&Path>) -> anyhow::Result<()> {
+/// Prints the table and writes the JSON and SVG files when they were asked for.
+fn publish(report: &Report, json: Option<&Path>, svg: Option<&Path>) -> anyhow::Result<()> {
     print!("{}", report::render(report));
     if let Some(path) = json {
         let text = serde_json::to_string_pretty(report)?;
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = svg {
+        let bars: Vec<bars::Bar> = report
+            .rows
+            .iter()
+            .map(|row| bars::Bar {
+                label: format!("{} ({} seccomp)", row.runtime.label(), row.seccomp.label()),
+                value: match (row.median_ms, row.min_ms, row.max_ms) {
+                    (Some(median), Some(min), Some(max)) => Ok((median, min, max)),
+                    _ => Err(row.reason.clone().unwrap_or_else(|| row.status.to_string())),
+                },
+            })
+            .collect();
+        let title = format!(
+            "pier bench start: container start, median of {} runs",
+            report.runs
+        );
+        std::fs::write(path, bars::render(&title, "ms", &bars))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
