@@ -1,5 +1,6 @@
-//! ebpf engine: socket-level redirection through pier-bpf's cgroup programs, for clients on the
-//! host and in containers (no forwarding process, no NAT, no route_localnet).
+//! ebpf engine: socket-level redirection through pier-bpf's cgroup programs, for clients in the
+//! host's network namespace (no forwarding process, no NAT, no route_localnet); the programs
+//! leave every other namespace alone, containers included (auto serves those with nat).
 //!
 //! Theory of operation: [`ensure`] makes sure the programs are loaded and pinned once under
 //! `Settings::bpf_pin_dir` and attached to `Settings::bpf_cgroup` (a flock on the pin dir's
