@@ -56,6 +56,7 @@ impl TestNs {
     fn pier(&self, args: &[&str]) -> Command {
         let mut command = Command::new("ip");
         command.args(["netns", "exec", &self.0, PIER]).args(args);
+        command.env("PIER_BPF_PIN_DIR", format!("/sys/fs/bpf/{}", self.0));
         command.stdin(Stdio::null());
         command
     }
@@ -86,6 +87,7 @@ impl TestNs {
             .args(args);
         command.env("PIER_STATE_DIR", state);
         command.env("PIER_SUBNET_POOL", "198.18.0.0/15:24");
+        command.env("PIER_BPF_PIN_DIR", format!("/sys/fs/bpf/{}", self.0));
         command.stdin(Stdio::null());
         command
     }
@@ -106,6 +108,8 @@ impl TestNs {
 impl Drop for TestNs {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        // The eBPF pins pier made for this namespace (PIER_BPF_PIN_DIR): unpinning detaches.
+        let _ = std::fs::remove_dir_all(format!("/sys/fs/bpf/{}", self.0));
     }
 }
 

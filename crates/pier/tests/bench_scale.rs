@@ -26,6 +26,8 @@ struct TestNs(String);
 impl Drop for TestNs {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        // The eBPF pins pier made for this namespace (PIER_BPF_PIN_DIR): unpinning detaches.
+        let _ = std::fs::remove_dir_all(format!("/sys/fs/bpf/{}", self.0));
     }
 }
 
@@ -58,6 +60,7 @@ fn scale_publishes_measures_and_removes() {
         command.arg(&enter).arg(PIER).args(args);
         command.env("PIER_STATE_DIR", &state);
         command.env("PIER_SUBNET_POOL", "198.18.0.0/15:24");
+        command.env("PIER_BPF_PIN_DIR", format!("/sys/fs/bpf/{}", ns.0));
         command.output().expect("run pier")
     };
     let json_text = json.to_string_lossy().into_owned();

@@ -61,6 +61,7 @@ impl TestNetns {
             .args(args)
             .env("PIER_STATE_DIR", dir.join("engine-state"))
             .env("PIER_SUBNET_POOL", "198.18.0.0/15:24")
+            .env("PIER_BPF_PIN_DIR", format!("/sys/fs/bpf/{}", self.0))
             .output()
             .expect("run pier bench start")
     }
@@ -69,6 +70,8 @@ impl TestNetns {
 impl Drop for TestNetns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        // The eBPF pins pier made for this namespace (PIER_BPF_PIN_DIR): unpinning detaches.
+        let _ = std::fs::remove_dir_all(format!("/sys/fs/bpf/{}", self.0));
     }
 }
 

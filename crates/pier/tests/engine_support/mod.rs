@@ -135,6 +135,11 @@ impl Host {
         self.state.path()
     }
 
+    /// Where pier pins its eBPF programs for this namespace (removed, so detached, on drop).
+    pub fn bpf_pins(&self) -> PathBuf {
+        Path::new("/sys/fs/bpf").join(&self.netns.name)
+    }
+
     /// `pier ARGS` inside the namespace, over the state directory, stdin closed.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("nsenter");
@@ -144,6 +149,7 @@ impl Host {
             .args(args)
             .env("PIER_STATE_DIR", self.state_dir())
             .env("PIER_SUBNET_POOL", "198.18.0.0/15:24")
+            .env("PIER_BPF_PIN_DIR", self.bpf_pins())
             .env_remove("PIER_CRASH_AT")
             .stdin(Stdio::null());
         cmd
@@ -300,6 +306,7 @@ impl Drop for Host {
         for mount in mounts_under(self.state_dir()).iter().rev() {
             let _ = Command::new("umount").args(["-l", mount]).status();
         }
+        let _ = fs::remove_dir_all(self.bpf_pins());
     }
 }
 
