@@ -396,7 +396,7 @@ mod tests {
     }
 
     fn arb_range(len: u16) -> impl Strategy<Value = PortRange> {
-        (1..=65535 - (len - 1)).prop_map(move |s| r(s, s + len - 1))
+        (1..=65535 - (len - 1)).prop_map(move |s| r(s, s + (len - 1)))
     }
 
     fn arb_mapping() -> impl Strategy<Value = PortMapping> {
