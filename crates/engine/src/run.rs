@@ -293,7 +293,9 @@ impl Engine {
             hosts,
             hostname_file: Some(hostname_file),
             resolv_conf,
-            cgroups_path: format!("/pier/{}", record.id),
+            // None given: the runtime's default, /pier/<id>, whose shared parent the runtime
+            // removes with the last container under it (an explicit path would keep it).
+            cgroups_path: String::new(),
             init_binary,
         })
     }

@@ -49,7 +49,7 @@ pub struct Context {
     pub hosts: Option<PathBuf>,
     pub hostname_file: Option<PathBuf>,
     pub resolv_conf: Option<PathBuf>,
-    /// `linux.cgroupsPath`.
+    /// `linux.cgroupsPath`; empty leaves it out (the runtime's default location).
     pub cgroups_path: String,
     /// The binary bound at /dev/init with `--init` (pier's own executable).
     pub init_binary: Option<PathBuf>,
@@ -79,7 +79,7 @@ pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
     }
     let user = user::resolve(config.user.as_deref(), &ctx.root.etc_root)?;
     let caps = capabilities(&config.cap_add, &config.cap_drop, caller_bounding_set());
-    let linux = json!({
+    let mut linux = json!({
         "cgroupsPath": ctx.cgroups_path,
         "namespaces": namespaces(&ctx.netns),
         "maskedPaths": MASKED_PATHS,
@@ -88,6 +88,11 @@ pub fn build(config: &RunConfig, ctx: &Context) -> Result<Spec, SpecError> {
         "resources": resources(config, swap_accounting()),
         "sysctl": sysctls(&ctx.netns),
     });
+    if ctx.cgroups_path.is_empty() {
+        if let Some(linux) = linux.as_object_mut() {
+            linux.remove("cgroupsPath");
+        }
+    }
     let mut spec = json!({
         "ociVersion": "1.0.2",
         "process": process(config, ctx, &user, &caps),

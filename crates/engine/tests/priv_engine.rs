@@ -510,6 +510,12 @@ fn assert_clean_at(paths: &Paths, when: &str) {
         .filter(|n| n != "seccomp-cache")
         .collect();
     assert!(runtime.is_empty(), "{when}: runtime state {runtime:?}");
+    // The runtime's default parent goes with its last container (an explicit cgroupsPath in
+    // the engine's spec once kept it forever).
+    assert!(
+        !Path::new("/sys/fs/cgroup/unified/pier").exists(),
+        "{when}: the default parent cgroup /pier is left"
+    );
     let links = veths_gone();
     assert!(!links.contains("veth"), "{when}: links left: {links}");
     let nft = dnat_elements();
