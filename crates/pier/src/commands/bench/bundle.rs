@@ -93,22 +93,8 @@ pub fn busybox_rootfs(rootfs: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-const CAPABILITIES: [&str; 14] = [
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_FSETID",
-    "CAP_FOWNER",
-    "CAP_MKNOD",
-    "CAP_NET_RAW",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETFCAP",
-    "CAP_SETPCAP",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_SYS_CHROOT",
-    "CAP_KILL",
-    "CAP_AUDIT_WRITE",
-];
+/// Docker's default capabilities: the engine's list, so the bundle and `pier run` agree.
+const CAPABILITIES: [&str; 14] = pier_engine::spec::DEFAULT_CAPS;
 
 /// The config.json of one mode.
 fn config(rootfs: &Path, mode: Seccomp) -> anyhow::Result<Value> {
