@@ -6,6 +6,8 @@
 //! thread inside the host namespace, so every table, rule and sysctl is that namespace's;
 //! dropping the namespaces' fds frees everything, also when an assertion fails. The host's own
 //! namespace is never touched. Needs root: skips with a reason outside CI, fails under CI=true.
+//! The `routed_*` tests add a second network (`pier-test-br2`, 198.18.3.0/24) left in nat mode
+//! beside the routed one.
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -69,15 +71,25 @@ impl Lab {
 
     /// Connects from `from` to `to`; on success returns the source address the server saw.
     fn connect(&self, from: &NetNs, to: &str) -> Option<SocketAddr> {
-        let to: SocketAddr = to.parse().unwrap();
-        let local = from
-            .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(3)))
-            .unwrap()
-            .ok()?;
-        let (_accepted, peer) = self.server.accept().unwrap();
-        drop(local);
-        Some(peer)
+        seen_by(&self.server, from, to)
     }
+}
+
+/// Connects from `from` to `to`, served by `server`; on success the source address it saw.
+fn seen_by(server: &TcpListener, from: &NetNs, to: &str) -> Option<SocketAddr> {
+    let to: SocketAddr = to.parse().unwrap();
+    let local = from
+        .run(|| TcpStream::connect_timeout(&to, Duration::from_secs(3)))
+        .unwrap()
+        .ok()?;
+    let (_accepted, peer) = server.accept().unwrap();
+    drop(local);
+    Some(peer)
+}
+
+/// A listener on `addr` inside `ns`.
+fn listen_in(ns: &NetNs, addr: &str) -> TcpListener {
+    ns.run(|| TcpListener::bind(addr).unwrap()).unwrap()
 }
 
 fn wire_host(container: &NetNs, remote: &NetNs) {
@@ -449,4 +461,121 @@ fn removing_one_network_keeps_the_others_and_can_repeat() {
         t.remove_network("198.18.2.0/24".parse().unwrap(), "pier-test-br")
             .unwrap()
     });
+}
+
+/// Both lab networks registered, the first (198.18.2.0/24) routed; a server in the second
+/// network's container on port 80 and one in the remote namespace on port 81.
+fn routed_lab(lab: &Lab) -> (NetNs, TcpListener, TcpListener) {
+    let other = second_network(lab);
+    ready(lab);
+    lab.table(|t| {
+        t.add_network("198.18.3.0/24".parse().unwrap(), "pier-test-br2")
+            .unwrap();
+        for _ in 0..2 {
+            t.set_routed("198.18.2.0/24".parse().unwrap(), true)
+                .unwrap();
+        }
+    });
+    let other_server = listen_in(&other, "0.0.0.0:80");
+    let remote_server = listen_in(&lab.remote, "0.0.0.0:81");
+    (other, other_server, remote_server)
+}
+
+#[test]
+fn routed_subnet_is_reached_directly_and_its_egress_keeps_its_address() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    let (other, other_server, remote_server) = routed_lab(&lab);
+    let seen = lab
+        .connect(&lab.remote, "198.18.2.2:80")
+        .expect("remote reaches the routed container by its address");
+    assert_eq!(seen.ip(), ip("198.18.1.2"), "no NAT on the way in");
+    assert_eq!(
+        seen_by(&other_server, &lab.remote, "198.18.3.2:80"),
+        None,
+        "a nat network stays closed to routing from outside"
+    );
+    let egress = seen_by(&remote_server, &lab.container, "198.18.1.2:81").expect("routed egress");
+    assert_eq!(
+        egress.ip(),
+        ip("198.18.2.2"),
+        "routed egress is not masqueraded"
+    );
+    let egress = seen_by(&remote_server, &other, "198.18.1.2:81").expect("nat egress");
+    assert_eq!(egress.ip(), ip("198.18.1.1"), "nat egress is masqueraded");
+    assert_eq!(
+        lab.connect(&other, "198.18.2.2:80"),
+        None,
+        "another network's container does not reach a routed one"
+    );
+    assert_eq!(
+        seen_by(&other_server, &lab.container, "198.18.3.2:80"),
+        None,
+        "a routed network's container does not reach another network"
+    );
+
+    for _ in 0..2 {
+        lab.table(|t| {
+            t.set_routed("198.18.2.0/24".parse().unwrap(), false)
+                .unwrap()
+        });
+    }
+    assert_eq!(lab.connect(&lab.remote, "198.18.2.2:80"), None, "unrouted");
+    let egress = seen_by(&remote_server, &lab.container, "198.18.1.2:81").expect("egress");
+    assert_eq!(egress.ip(), ip("198.18.1.1"), "masqueraded again");
+    lab.table(|t| t.teardown().unwrap());
+    lab.table(|t| {
+        t.set_routed("198.18.2.0/24".parse().unwrap(), false)
+            .unwrap()
+    });
+}
+
+#[test]
+fn routed_subnet_passes_dockers_forward_drop_until_unrouted() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new();
+    docker_filter(&lab);
+    lab.nft(&["add", "chain", "ip", "filter", "DOCKER-USER"]);
+    lab.nft(&[
+        "add",
+        "rule",
+        "ip",
+        "filter",
+        "FORWARD",
+        "jump",
+        "DOCKER-USER",
+    ]);
+    let (_other, _other_server, _remote_server) = routed_lab(&lab);
+    assert!(
+        lab.connect(&lab.remote, "198.18.2.2:80").is_some(),
+        "through Docker's FORWARD drop"
+    );
+    let user = lab.nft(&["list", "chain", "ip", "filter", "DOCKER-USER"]);
+    let first = user
+        .lines()
+        .find(|l| l.contains("comment"))
+        .unwrap_or_default();
+    assert!(
+        first.contains("ip daddr 198.18.2.0/24 accept comment \"pier\""),
+        "{user}"
+    );
+    assert_eq!(user.matches("comment \"pier\"").count(), 7, "{user}");
+    lab.table(|t| {
+        t.set_routed("198.18.2.0/24".parse().unwrap(), false)
+            .unwrap()
+    });
+    assert_eq!(lab.connect(&lab.remote, "198.18.2.2:80"), None, "unrouted");
+    let user = lab.nft(&["list", "chain", "ip", "filter", "DOCKER-USER"]);
+    assert_eq!(user.matches("comment \"pier\"").count(), 6, "{user}");
+    lab.table(|t| {
+        t.set_routed("198.18.2.0/24".parse().unwrap(), true)
+            .unwrap()
+    });
+    lab.table(|t| t.teardown().unwrap());
+    let user = lab.nft(&["list", "chain", "ip", "filter", "DOCKER-USER"]);
+    assert!(!user.contains("pier"), "{user}");
 }

@@ -34,6 +34,7 @@
 mod docker;
 mod error;
 mod listing;
+mod routed;
 mod rules;
 mod run;
 

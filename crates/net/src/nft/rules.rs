@@ -21,6 +21,10 @@ pub(crate) const BRIDGES: &str = "pier_bridges";
 pub(crate) const BRIDGE_NETS4: &str = "pier_bridge_nets4";
 pub(crate) const BRIDGE_NETS6: &str = "pier_bridge_nets6";
 pub(crate) const HELD: &str = "pier_held";
+/// The subnets of routed networks (Docker's `gateway_mode_ipv4=routed`): reachable by routing
+/// from outside pier's bridges, and their egress keeps its source address.
+pub(crate) const ROUTED4: &str = "pier_routed4";
+pub(crate) const ROUTED6: &str = "pier_routed6";
 
 /// One address family's names and nft words.
 struct Family {
@@ -31,6 +35,7 @@ struct Family {
     dnat_any: &'static str,
     subnets: &'static str,
     bridge_nets: &'static str,
+    routed: &'static str,
     loopback: &'static str,
 }
 
@@ -41,6 +46,7 @@ const V4: Family = Family {
     dnat_any: DNAT4_ANY,
     subnets: SUBNETS4,
     bridge_nets: BRIDGE_NETS4,
+    routed: ROUTED4,
     loopback: "127.0.0.0/8",
 };
 
@@ -51,6 +57,7 @@ const V6: Family = Family {
     dnat_any: DNAT6_ANY,
     subnets: SUBNETS6,
     bridge_nets: BRIDGE_NETS6,
+    routed: ROUTED6,
     loopback: "::1",
 };
 
@@ -87,6 +94,11 @@ pub(crate) fn table() -> String {
             "add set {t} {} {{ type ifname . {a}; flags interval; }}",
             f.bridge_nets
         );
+        let _ = writeln!(
+            s,
+            "add set {t} {} {{ type {a}; flags interval; }}",
+            f.routed
+        );
     }
     let _ = writeln!(s, "add set {t} {BRIDGES} {{ type ifname; }}");
     let _ = writeln!(
@@ -122,11 +134,13 @@ const CHAINS: [(&str, &str, &str, &str); 5] = [
 /// dropped there.
 /// Hairpin (a DNATed flow from a container subnet to a container subnet) is masqueraded, or
 /// the reply would go container to container past the host's conntrack; so is container
-/// egress leaving through anything but a pier bridge. Nothing else is. Forwarding accepts
-/// replies and DNATed flows, drops traffic from one pier bridge to another bridge's subnet
-/// (network isolation), and drops anything else entering a container subnet from outside
-/// pier's bridges: a port published on 127.0.0.1 or one host address must not be reachable by
-/// a remote client routing to the container's address directly.
+/// egress leaving through anything but a pier bridge, unless its network is routed. Nothing else
+/// is. Forwarding accepts replies and DNATed flows, drops traffic from one pier bridge to another
+/// bridge's subnet (network isolation, routed networks included), and drops anything else
+/// entering a container subnet from outside pier's bridges: a port published on 127.0.0.1 or
+/// one host address must not be reachable by a remote client routing to the container's address
+/// directly. A routed network's subnet is exempt from that last drop (Docker's routed gateway
+/// mode: the network is reached by routing, and its egress is not masqueraded).
 fn rules() -> Vec<(&'static str, String)> {
     let mut rules = Vec::new();
     for f in [V4, V6] {
@@ -140,20 +154,24 @@ fn rules() -> Vec<(&'static str, String)> {
         ));
         rules.push((
             "postrouting",
-            format!("{ip} saddr {subnets} oifname != @{BRIDGES} masquerade"),
+            format!(
+                "{ip} saddr {subnets} {ip} saddr != @{} oifname != @{BRIDGES} masquerade",
+                f.routed
+            ),
         ));
     }
     rules.push(("forward", "ct state established,related accept".to_string()));
     rules.push(("forward", "ct status dnat accept".to_string()));
     for f in [V4, V6] {
         let (ip, subnets, nets) = (f.ip, format!("@{}", f.subnets), f.bridge_nets);
+        let routed = f.routed;
         rules.push((
             "forward",
             format!("iifname @{BRIDGES} {ip} daddr {subnets} iifname . {ip} daddr != @{nets} drop"),
         ));
         rules.push((
             "forward",
-            format!("{ip} daddr {subnets} iifname != @{BRIDGES} drop"),
+            format!("{ip} daddr {subnets} {ip} daddr != @{routed} iifname != @{BRIDGES} drop"),
         ));
     }
     rules.push((
@@ -237,5 +255,30 @@ mod tests {
             .contains("ct status dnat ip saddr @pier_subnets4 ip daddr @pier_subnets4"));
         assert!(masquerades[1].contains("oifname != @pier_bridges"));
         assert!(masquerades[2].contains("ip6 saddr @pier_subnets6"));
+    }
+
+    #[test]
+    fn routed_subnets_are_neither_masqueraded_nor_dropped_from_outside() {
+        let text = table();
+        for (ip, n) in [("ip", 4), ("ip6", 6)] {
+            let routed = format!("pier_routed{n}");
+            let set = format!("add set inet pier {routed} {{ type ipv{n}_addr; flags interval; }}");
+            assert!(text.contains(&set), "{text}");
+            let egress = format!(
+                "postrouting {ip} saddr @pier_subnets{n} {ip} saddr != @{routed} oifname != \
+                 @pier_bridges masquerade"
+            );
+            assert!(text.contains(&egress), "{egress} in {text}");
+            let inbound = format!("{ip} daddr != @{routed} iifname != @pier_bridges drop");
+            assert!(text.contains(&inbound), "{inbound} in {text}");
+        }
+        let hairpin = text.lines().filter(|l| l.contains("ct status dnat ip"));
+        assert!(hairpin.clone().count() == 2 && hairpin.clone().all(|l| !l.contains("routed")));
+        let isolation: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("iifname @pier_bridges") && l.ends_with("drop"))
+            .collect();
+        assert_eq!(isolation.len(), 2, "{text}");
+        assert!(isolation.iter().all(|l| !l.contains("routed")), "{text}");
     }
 }
