@@ -2,14 +2,16 @@
 //! unique addresses and reach each other, and not across networks; egress through masquerade to
 //! a server in a separate namespace standing in for the internet; a published port reached from
 //! there; `--network none|host|container:` and static addresses; macvlan with a host shim;
-//! ipvlan refused on this kernel; `pier network create|ls|inspect|rm`.
+//! ipvlan refused on this kernel; `pier network create|ls|inspect|rm`; a routed network (Docker's
+//! `gateway_mode_ipv4=routed`) reached directly by a remote host while a nat network is not.
 //! Each test runs pier in its own network namespace and state directory (engine_support).
 mod engine_support;
 
 use engine_support::{describe, require_root, unique, Host, Netns};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
 
 /// A namespace standing in for the internet, wired to the test host by a veth pair:
 /// host 198.19.254.1/24, internet 198.19.254.2/24, the host's default route via the latter.
@@ -399,4 +401,177 @@ fn macvlan_with_host_shim_and_ipvlan_refused() {
         stderr.contains("macvlan"),
         "the ipvlan refusal does not suggest macvlan: {stderr}"
     );
+}
+
+/// Docker's gateway mode option for IPv4.
+const GATEWAY_MODE_IPV4: &str = "com.docker.network.bridge.gateway_mode_ipv4";
+
+/// A remote host on the test host's LAN: a namespace joined by veth (host 198.19.250.1/24,
+/// remote 198.19.250.2/24) whose default route is the test host, so it has a route to every
+/// container subnet through it.
+fn remote_host(host: &Host) -> Netns {
+    let remote = Netns::new("remote");
+    host.netns.ip(&[
+        "link",
+        "add",
+        "pier-test-lan",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "pier-test-rem",
+        "netns",
+        &remote.name,
+    ]);
+    host.netns
+        .ip(&["addr", "add", "198.19.250.1/24", "dev", "pier-test-lan"]);
+    host.netns.ip(&["link", "set", "pier-test-lan", "up"]);
+    remote.ip(&["addr", "add", "198.19.250.2/24", "dev", "pier-test-rem"]);
+    remote.ip(&["link", "set", "pier-test-rem", "up"]);
+    remote.ip(&["route", "add", "default", "via", "198.19.250.1"]);
+    remote
+}
+
+/// `GET /` over HTTP/1.0, giving up on the connection after 3 s (a dropped SYN).
+fn http_get_soon(address: &str, port: u16) -> Option<String> {
+    let to = SocketAddr::new(address.parse().expect("an address"), port);
+    let mut stream = TcpStream::connect_timeout(&to, Duration::from_secs(3)).ok()?;
+    stream.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer)
+}
+
+/// A busybox httpd container on `network` serving `page`; its address.
+fn web_on(host: &Host, name: &str, network: &str, page: &str) -> String {
+    let serve = format!(
+        "mkdir -p /tmp/www && echo {page} > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www"
+    );
+    host.start(name, &["--network", network], &["sh", "-c", &serve]);
+    host.address(name)
+}
+
+#[test]
+fn a_routed_network_is_reached_directly_and_stays_isolated() {
+    if !require_root("a_routed_network_is_reached_directly_and_stays_isolated") {
+        return;
+    }
+    let host = Host::new("routed");
+    let remote = remote_host(&host);
+    let (routed, nat) = (unique("rt"), unique("nat"));
+    let mode = format!("{GATEWAY_MODE_IPV4}=routed");
+    host.ok(&[
+        "network",
+        "create",
+        "--subnet",
+        "198.18.240.0/24",
+        "-o",
+        &mode,
+        &routed,
+    ]);
+    host.ok(&["network", "create", "--subnet", "198.18.241.0/24", &nat]);
+    let inspect: serde_json::Value =
+        serde_json::from_str(&host.ok(&["network", "inspect", &routed])).expect("inspect JSON");
+    assert_eq!(
+        inspect[0]["options"][GATEWAY_MODE_IPV4], "routed",
+        "{inspect}"
+    );
+    let (r1, n1) = (unique("r1"), unique("n1"));
+    let addr_r = web_on(&host, &r1, &routed, "pier-routed");
+    let addr_n = web_on(&host, &n1, &nat, "pier-nat");
+
+    let page = remote.within(|| {
+        (0..50).find_map(|_| {
+            let answer = http_get_soon(&addr_r, 80);
+            if answer.is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            answer
+        })
+    });
+    assert!(
+        page.is_some_and(|p| p.contains("pier-routed")),
+        "the remote host does not reach {addr_r} on the routed network"
+    );
+    assert_eq!(
+        remote.within(|| http_get_soon(&addr_n, 80)),
+        None,
+        "the remote host reaches {addr_n} on a nat network directly"
+    );
+    assert!(
+        !pings(&host, &r1, &addr_n),
+        "{r1} reaches {n1} across networks"
+    );
+    assert!(
+        !pings(&host, &n1, &addr_r),
+        "{n1} reaches {r1} across networks"
+    );
+    assert_eq!(
+        egress_source(&host, &remote, &r1),
+        addr_r,
+        "routed egress was masqueraded"
+    );
+    assert_eq!(
+        egress_source(&host, &remote, &n1),
+        "198.19.250.1",
+        "nat egress was not masqueraded"
+    );
+
+    host.ok(&["rm", "-f", &r1]);
+    host.ok(&["network", "rm", &routed]);
+    let table = host.nft(&["list", "table", "inet", "pier"]);
+    assert!(!table.contains("198.18.240.0/24"), "{table}");
+}
+
+/// The address a server in `remote` sees when container `from` connects to it.
+fn egress_source(host: &Host, remote: &Netns, from: &str) -> String {
+    let listener = remote.within(|| TcpListener::bind(("198.19.250.2", 0)).expect("binding"));
+    let port = listener.local_addr().expect("local address").port();
+    let server = std::thread::spawn(move || {
+        let (mut stream, peer) = listener.accept().expect("accepting the container");
+        let mut request = [0u8; 1024];
+        let _ = stream.read(&mut request);
+        let _ = stream.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+        peer.ip().to_string()
+    });
+    let url = format!("http://198.19.250.2:{port}/");
+    let out = host.run(&["exec", from, "busybox", "wget", "-q", "-O", "-", &url]);
+    assert!(out.status.success(), "{}", describe(&out));
+    server.join().expect("server thread")
+}
+
+#[test]
+fn gateway_modes_refuse_bad_values_and_sublink_drivers() {
+    if !require_root("gateway_modes_refuse_bad_values_and_sublink_drivers") {
+        return;
+    }
+    let host = Host::new("gwmode");
+    host.fails_naming(
+        &[
+            "network",
+            "create",
+            "-o",
+            &format!("{GATEWAY_MODE_IPV4}=bogus"),
+            &unique("bad"),
+        ],
+        "bogus",
+    );
+    host.netns.dummy("pier-test-par", "198.19.252.1/24");
+    host.fails_naming(
+        &[
+            "network",
+            "create",
+            "-d",
+            "macvlan",
+            "--parent",
+            "pier-test-par",
+            "--subnet",
+            "198.18.232.0/24",
+            "-o",
+            &format!("{GATEWAY_MODE_IPV4}=routed"),
+            &unique("mac"),
+        ],
+        GATEWAY_MODE_IPV4,
+    );
+    assert_eq!(host.ok(&["network", "ls", "-q"]), "");
 }

@@ -7,13 +7,16 @@
 //! containers come and go), brings it up, turns on IP forwarding in the host namespace (as Docker does) and registers
 //! the subnets and bridge in nftables (pier-net's `inet pier` table: egress masquerade, a bridge
 //! reaches only its own subnet unless DNATed, and accept rules in Docker's FORWARD chain where
-//! its policy is drop). A container's veth is one netlink request: the host side
+//! its policy is drop); a family whose gateway mode is `routed` (Docker's
+//! `com.docker.network.bridge.gateway_mode_ipv4|ipv6=routed`, kept in the record's options
+//! before anything is made) is also marked routed there: no masquerade, reachable by routing
+//! from outside, still isolated from the other networks. A container's veth is one netlink request: the host side
 //! `veth<8 of container id><3 of network id>` born up and enslaved, the peer born inside the
 //! container's netns as `eth0`; then hairpin mode goes on so a container can reach itself
 //! through a published host port. If the bridge is missing at
 //! attach (the host rebooted, state survived), its host objects are made again first. Removing
-//! the network deletes the bridge (its ports go with it) and, with the last pier bridge network,
-//! pier's nftables table.
+//! the network deletes the bridge (its ports go with it), unmarks a routed subnet and
+//! unregisters the subnets or, with the last pier bridge network, deletes pier's nftables table.
 //! Privileges: CAP_NET_ADMIN; nft binary for the table. Tests: crates/engine/tests/priv_network.rs.
 use std::fs;
 use std::os::fd::BorrowedFd;
@@ -88,7 +91,14 @@ impl NetworkDriver for Bridge {
             }));
             return errors;
         }
-        for subnet in std::iter::once(network.subnet).chain(network.subnet6) {
+        for (subnet, routed) in network.routed_subnets() {
+            if routed {
+                let unrouted = Table.set_routed(subnet, false);
+                errors.extend(unrouted.err().map(|source| NetworkError::Nft {
+                    step: "unmark the routed network in nftables",
+                    source,
+                }));
+            }
             let removed = Table.remove_network(subnet, &network.interface);
             errors.extend(removed.err().map(|source| NetworkError::Nft {
                 step: "unregister the network from nftables",
@@ -174,10 +184,15 @@ fn configure(network: &Network, nl: &mut Netlink) -> Result<(), NetworkError> {
     Table
         .ensure()
         .map_err(nft("create pier's nftables table"))?;
-    for subnet in std::iter::once(network.subnet).chain(network.subnet6) {
+    for (subnet, routed) in network.routed_subnets() {
         Table
             .add_network(subnet, bridge)
             .map_err(nft("register the network in nftables"))?;
+        if routed {
+            Table
+                .set_routed(subnet, true)
+                .map_err(nft("mark the routed network in nftables"))?;
+        }
     }
     Ok(())
 }

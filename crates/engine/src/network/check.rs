@@ -61,6 +61,7 @@ pub(super) fn network(
         created: now_rfc3339(),
         ipvlan_mode: (kind == Driver::Ipvlan)
             .then(|| spec.ipvlan_mode.clone().unwrap_or_else(|| "l2".into())),
+        options: spec.options,
     })
 }
 

@@ -15,7 +15,10 @@ use std::os::fd::BorrowedFd;
 use pier_net::ipam::Ipam;
 use pier_net::{NetError, Netlink};
 
-use super::{bridge, ipvlan, macvlan, Attachment, Driver, Network, NetworkError, NetworkSpec};
+use super::{
+    bridge, ipvlan, macvlan, Attachment, Driver, GatewayMode, Network, NetworkError, NetworkSpec,
+    GATEWAY_MODE_IPV4, GATEWAY_MODE_IPV6,
+};
 
 /// One network driver (bridge, macvlan, ipvlan).
 pub(super) trait NetworkDriver: Sync {
@@ -106,5 +109,21 @@ pub(super) fn refuse(given: bool, flag: &str, driver: &str) -> Result<(), Networ
             "{flag} does not apply to --driver {driver}"
         ))),
         false => Ok(()),
+    }
+}
+
+/// Refuses a bridge gateway mode for a sublink driver (its containers are hosts on the parent's
+/// LAN: there is no gateway of pier's to route or masquerade through).
+pub(super) fn refuse_gateway_modes(spec: &NetworkSpec, driver: &str) -> Result<(), NetworkError> {
+    let modes = [
+        (GATEWAY_MODE_IPV4, spec.options.gateway_mode_ipv4),
+        (GATEWAY_MODE_IPV6, spec.options.gateway_mode_ipv6),
+    ];
+    match modes.iter().find(|(_, mode)| *mode != GatewayMode::Nat) {
+        Some((key, _)) => Err(NetworkError::Invalid(format!(
+            "-o {key} is an option of --driver bridge; {driver} containers are hosts on the \
+             parent's LAN, reached without routing through pier"
+        ))),
+        None => Ok(()),
     }
 }

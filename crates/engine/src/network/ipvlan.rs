@@ -15,7 +15,10 @@ use std::os::fd::BorrowedFd;
 use pier_net::ipam::Ipam;
 use pier_net::{IpvlanMode, NetError, Netlink};
 
-use super::driver::{every_gateway, parent_index, refuse, required_parent, sublink, NetworkDriver};
+use super::driver::{
+    every_gateway, parent_index, refuse, refuse_gateway_modes, required_parent, sublink,
+    NetworkDriver,
+};
 use super::{Attachment, Network, NetworkError, NetworkSpec};
 
 /// ipvlan sublinks.
@@ -54,6 +57,7 @@ fn probe(nl: &mut Netlink, parent: u32) -> Result<(), NetworkError> {
 impl NetworkDriver for Ipvlan {
     fn check(&self, spec: &NetworkSpec, nl: &mut Netlink) -> Result<(), NetworkError> {
         refuse(spec.host_shim, "--host-shim", "ipvlan")?;
+        refuse_gateway_modes(spec, "ipvlan")?;
         mode(spec.ipvlan_mode.as_deref())?;
         if spec.parent.is_none() {
             probe(nl, LOOPBACK_INDEX)?;

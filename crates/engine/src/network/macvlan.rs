@@ -15,7 +15,9 @@ use std::os::fd::BorrowedFd;
 use pier_net::ipam::{Ipam, Range};
 use pier_net::{Netlink, Route};
 
-use super::driver::{parent_index, refuse, required_parent, sublink, NetworkDriver};
+use super::driver::{
+    parent_index, refuse, refuse_gateway_modes, required_parent, sublink, NetworkDriver,
+};
 use super::{Attachment, Network, NetworkError, NetworkSpec, HOST_SHIM_OWNER};
 
 /// macvlan sublinks in bridge mode.
@@ -30,6 +32,7 @@ pub(super) fn shim_name(id: &str) -> String {
 impl NetworkDriver for Macvlan {
     fn check(&self, spec: &NetworkSpec, nl: &mut Netlink) -> Result<(), NetworkError> {
         refuse(spec.ipvlan_mode.is_some(), "--ipvlan-mode", "macvlan")?;
+        refuse_gateway_modes(spec, "macvlan")?;
         parent_index(nl, required_parent(spec, "macvlan")?).map(drop)
     }
 

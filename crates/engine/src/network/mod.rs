@@ -12,6 +12,10 @@
 //! leases, for a teardown after the container's namespace is gone (its links went with it). Drivers (bridge, macvlan, ipvlan) share one
 //! trait (`driver::NetworkDriver`), one file each; `store.rs` keeps the records, `check.rs`
 //! refuses a bad `create` before anything exists, `inside.rs` configures the container's side.
+//! A bridge network's gateway mode per family (Docker's `-o com.docker.network.bridge.
+//! gateway_mode_ipv4|ipv6=nat|routed`) is in its record (`options`, Docker's keys; absent means
+//! `nat`), so the nftables mark a routed subnet gets is recorded before it is made and removed
+//! with the network (bridge.rs).
 //! A network's record is saved before its host objects (bridge, shim) are made, naming them, so
 //! `pier network rm` can always find them; a failed create undoes both. If the bridge of a
 //! recorded network is missing at attach (a reboot, a crash mid-create), it is made again.
@@ -62,6 +66,54 @@ pub enum Driver {
     Ipvlan,
 }
 
+/// Docker's option key choosing an IPv4 bridge network's gateway mode (`nat` or `routed`).
+pub const GATEWAY_MODE_IPV4: &str = "com.docker.network.bridge.gateway_mode_ipv4";
+/// Docker's option key choosing an IPv6 bridge network's gateway mode.
+pub const GATEWAY_MODE_IPV6: &str = "com.docker.network.bridge.gateway_mode_ipv6";
+
+/// How a bridge network's containers meet the world beyond the host, per address family
+/// (Docker 28's gateway modes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GatewayMode {
+    /// Egress masqueraded; the subnet is closed to routing from outside (published ports only).
+    #[default]
+    Nat,
+    /// No masquerade; the subnet is reachable by routing from outside (isolation from other
+    /// pier networks stays).
+    Routed,
+}
+
+impl GatewayMode {
+    fn is_nat(&self) -> bool {
+        *self == GatewayMode::Nat
+    }
+}
+
+/// The Docker driver options a network keeps, under Docker's key names (what `pier network
+/// inspect` shows as `options`); a record without them (older pier) reads as all `nat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Options {
+    #[serde(
+        rename = "com.docker.network.bridge.gateway_mode_ipv4",
+        default,
+        skip_serializing_if = "GatewayMode::is_nat"
+    )]
+    pub gateway_mode_ipv4: GatewayMode,
+    #[serde(
+        rename = "com.docker.network.bridge.gateway_mode_ipv6",
+        default,
+        skip_serializing_if = "GatewayMode::is_nat"
+    )]
+    pub gateway_mode_ipv6: GatewayMode,
+}
+
+impl Options {
+    fn is_default(&self) -> bool {
+        *self == Options::default()
+    }
+}
+
 /// `pier network create` flags, checked.
 #[derive(Debug, Clone, Default)]
 pub struct NetworkSpec {
@@ -78,6 +130,8 @@ pub struct NetworkSpec {
     pub gateway6: Option<IpAddr>,
     /// macvlan `--host-shim`: a host-side macvlan so the host can reach its containers.
     pub host_shim: bool,
+    /// `-o com.docker.network.bridge.gateway_mode_ipv4|ipv6=nat|routed` (bridge only).
+    pub options: Options,
 }
 
 /// A network record (what `pier network inspect` prints).
@@ -98,6 +152,21 @@ pub struct Network {
     /// ipvlan `l2` or `l3` (ipvlan networks only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipvlan_mode: Option<String>,
+    /// Docker's options (the gateway modes of a bridge network).
+    #[serde(default, skip_serializing_if = "Options::is_default")]
+    pub options: Options,
+}
+
+impl Network {
+    /// The network's subnets, IPv4 first, each with whether it is routed.
+    pub fn routed_subnets(&self) -> Vec<(Subnet, bool)> {
+        let routed = |mode: GatewayMode| mode == GatewayMode::Routed;
+        let v4 = (self.subnet, routed(self.options.gateway_mode_ipv4));
+        let v6 = self
+            .subnet6
+            .map(|s| (s, routed(self.options.gateway_mode_ipv6)));
+        std::iter::once(v4).chain(v6).collect()
+    }
 }
 
 /// What attaching one container to one network makes (recorded before it is made).

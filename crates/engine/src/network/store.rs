@@ -163,6 +163,7 @@ mod tests {
             host_shim: None,
             created: now_rfc3339(),
             ipvlan_mode: None,
+            options: Default::default(),
         }
     }
 
@@ -181,6 +182,26 @@ mod tests {
         store.delete("n1").unwrap();
         assert_eq!(store.list().unwrap(), [b]);
         assert_eq!(store.load("../n2").unwrap(), None);
+    }
+
+    #[test]
+    fn gateway_modes_keep_dockers_keys_and_old_records_read_as_nat() {
+        use crate::network::{GatewayMode, GATEWAY_MODE_IPV4, GATEWAY_MODE_IPV6};
+        let mut routed = record("r");
+        routed.options.gateway_mode_ipv4 = GatewayMode::Routed;
+        let json = serde_json::to_value(&routed).unwrap();
+        assert_eq!(json["options"][GATEWAY_MODE_IPV4], "routed", "{json}");
+        assert!(json["options"].get(GATEWAY_MODE_IPV6).is_none(), "{json}");
+        let back: Network = serde_json::from_value(json).unwrap();
+        assert_eq!(back, routed);
+        assert_eq!(
+            back.routed_subnets(),
+            [("198.18.0.0/24".parse().unwrap(), true)]
+        );
+        let plain = serde_json::to_value(record("n")).unwrap();
+        assert!(plain.get("options").is_none(), "{plain}");
+        let old: Network = serde_json::from_value(plain).unwrap();
+        assert_eq!(old.options.gateway_mode_ipv4, GatewayMode::Nat);
     }
 
     #[test]

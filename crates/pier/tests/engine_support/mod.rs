@@ -266,6 +266,13 @@ impl Host {
         }
     }
 
+    /// `nft ARGS` inside the namespace, asserting success; its stdout.
+    pub fn nft(&self, args: &[&str]) -> String {
+        let mut all = vec!["netns", "exec", &self.netns.name, "nft"];
+        all.extend_from_slice(args);
+        sh("ip", &all)
+    }
+
     /// The namespace's nftables ruleset with its counters blanked.
     fn nft_ruleset(&self) -> String {
         let out = Command::new("ip")

@@ -2,10 +2,13 @@
 //!
 //! `create` checks its flags here (subnets, gateways, driver, `-o KEY=VALUE`) and leaves the
 //! rest — overlap with host routes and other networks, the parent interface, ipvlan's presence in
-//! the kernel — to the engine, which refuses before creating anything.
+//! the kernel, a bridge gateway mode given to macvlan or ipvlan — to the engine, which refuses
+//! before creating anything. `inspect` prints the records, Docker's options under `options`.
 use anyhow::{bail, Context};
 use pier_engine::engine::Engine;
-use pier_engine::network::{Driver, Network, NetworkSpec};
+use pier_engine::network::{
+    Driver, GatewayMode, Network, NetworkSpec, GATEWAY_MODE_IPV4, GATEWAY_MODE_IPV6,
+};
 use pier_net::Subnet;
 use std::net::IpAddr;
 
@@ -38,10 +41,17 @@ route and no other network uses. macvlan containers cannot reach the host throug
 (the kernel's rule); --host-shim adds a host-side macvlan so they can. This kernel may lack
 ipvlan: pier says so, and macvlan is the alternative.
 
+Gateway modes (bridge, as Docker 28): -o com.docker.network.bridge.gateway_mode_ipv4=routed (and
+..._ipv6=routed) makes that family of the network routed: its egress keeps the containers'
+addresses (no masquerade) and hosts with a route to the subnet via this host reach its
+containers directly, without -p; the default, nat, masquerades egress and drops traffic routed
+to container addresses from outside. Other pier networks stay isolated either way.
+
 Example:
   pier network create --subnet 198.18.5.0/24 backend
   pier network create --ipv6 --subnet 198.18.6.0/24 --subnet6 2001:2:0:6::/64 dual
-  pier network create -d macvlan --parent eth0 --subnet 192.168.1.0/24 --gateway 192.168.1.1 --host-shim lan";
+  pier network create -d macvlan --parent eth0 --subnet 192.168.1.0/24 --gateway 192.168.1.1 --host-shim lan
+  pier network create --subnet 198.18.7.0/24 -o com.docker.network.bridge.gateway_mode_ipv4=routed lab";
 
 /// Flags of `network create`.
 #[derive(clap::Args, Debug)]
@@ -62,7 +72,8 @@ struct CreateArgs {
     /// ipvlan mode: l2 or l3
     #[arg(long, value_name = "MODE", value_parser = ["l2", "l3"])]
     ipvlan_mode: Option<String>,
-    /// Driver option as Docker spells it: parent=IFACE, ipvlan_mode=l2|l3 (repeatable)
+    /// Driver option as Docker spells it: parent=IFACE, ipvlan_mode=l2|l3,
+    /// com.docker.network.bridge.gateway_mode_ipv4=nat|routed, ..._ipv6=nat|routed (repeatable)
     #[arg(short = 'o', long = "opt", value_name = "KEY=VALUE")]
     opts: Vec<String>,
     /// Give containers IPv6 addresses too
@@ -158,6 +169,7 @@ impl CreateArgs {
             subnet6,
             gateway6,
             host_shim: self.host_shim,
+            options: Default::default(),
         };
         for opt in &self.opts {
             apply_opt(&mut spec, opt)?;
@@ -184,7 +196,8 @@ fn by_family<T: Copy + std::fmt::Display>(
     Ok((v4.first().copied(), v6.first().copied()))
 }
 
-/// `-o parent=IFACE`, `-o ipvlan_mode=l2|l3`.
+/// `-o parent=IFACE`, `-o ipvlan_mode=l2|l3`, `-o com.docker.network.bridge.gateway_mode_ipv4=
+/// nat|routed` (and `_ipv6`; a sublink driver refuses them in the engine, naming the key).
 fn apply_opt(spec: &mut NetworkSpec, opt: &str) -> anyhow::Result<()> {
     let (key, value) = opt
         .split_once('=')
@@ -193,9 +206,23 @@ fn apply_opt(spec: &mut NetworkSpec, opt: &str) -> anyhow::Result<()> {
         "parent" => spec.parent = Some(value.to_string()),
         "ipvlan_mode" if matches!(value, "l2" | "l3") => spec.ipvlan_mode = Some(value.to_string()),
         "ipvlan_mode" => bail!("-o ipvlan_mode={value:?}: l2 or l3"),
-        _ => bail!("-o {key:?}: unknown option (parent, ipvlan_mode)"),
+        GATEWAY_MODE_IPV4 => spec.options.gateway_mode_ipv4 = gateway_mode(key, value)?,
+        GATEWAY_MODE_IPV6 => spec.options.gateway_mode_ipv6 = gateway_mode(key, value)?,
+        _ => bail!(
+            "-o {key:?}: unknown option (parent, ipvlan_mode, {GATEWAY_MODE_IPV4}, \
+             {GATEWAY_MODE_IPV6})"
+        ),
     }
     Ok(())
+}
+
+/// Docker's gateway modes pier has: `nat` and `routed`.
+fn gateway_mode(key: &str, value: &str) -> anyhow::Result<GatewayMode> {
+    match value {
+        "nat" => Ok(GatewayMode::Nat),
+        "routed" => Ok(GatewayMode::Routed),
+        _ => bail!("-o {key}={value:?}: nat or routed (Docker's nat-unprotected and isolated are not supported)"),
+    }
 }
 
 fn list(networks: &[Network], args: &LsArgs) -> anyhow::Result<String> {
@@ -273,6 +300,17 @@ mod tests {
             .to_string()
             .contains("mtu"));
         assert!(parse("network create -d overlay n").is_err());
+        let s = spec(&format!(
+            "network create -o {GATEWAY_MODE_IPV4}=routed -o {GATEWAY_MODE_IPV6}=nat n"
+        ))
+        .unwrap();
+        assert_eq!(s.options.gateway_mode_ipv4, GatewayMode::Routed);
+        assert_eq!(s.options.gateway_mode_ipv6, GatewayMode::Nat);
+        let err = spec(&format!("network create -o {GATEWAY_MODE_IPV6}=isolated n")).unwrap_err();
+        assert!(
+            err.to_string().contains("gateway_mode_ipv6=\"isolated\""),
+            "{err}"
+        );
         assert!(parse("network create --subnet 198.18.5.0 n").is_err());
     }
 }
