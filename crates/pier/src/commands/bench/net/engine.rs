@@ -1,8 +1,12 @@
 //! The server and the pier rows as a user makes them: pong containers started by `pier run`.
 //!
-//! Theory of operation: the measured server is `pier run -d --name pier-bench-<pid>-server
-//! --network bridge --cpus N -v PIER:/tmp/pier-bench:ro host taskset -c SET /tmp/pier-bench bench
-//! pong` (the engine has `--cpus`; the cpuset is applied inside with taskset, which the `host`
+//! Theory of operation: every container of the run is on the benchmark's own network,
+//! `pier network create -o com.docker.network.bridge.gateway_mode_ipv4=routed pier-bench-<pid>`
+//! (a bridge with a subnet from the pool, removed at the end): routed, so a remote client reaches
+//! the server by its address as a LAN host with a route to the subnet does (the `direct` row for
+//! every client), while published ports work as on any network. The measured server is `pier run
+//! -d --name pier-bench-<pid>-server --network pier-bench-<pid> --cpus N -v
+//! PIER:/tmp/pier-bench:ro host taskset -c SET /tmp/pier-bench bench pong` (the engine has `--cpus`; the cpuset is applied inside with taskset, which the `host`
 //! root carries; the pier binary is bind-mounted in, since the `host` root holds only the host's
 //! system directories). Each pier row gets a pong
 //! container of its own, identical but for `-p P:8080 --publish-mode MODE`, because the publish
@@ -17,6 +21,7 @@ use super::host::{wait_listening, Cleanup, Undo};
 use super::peers::{Ready, RowKind, Setup};
 use super::topo::{Server, SERVER_PORT};
 use anyhow::Context;
+use pier_engine::network::GATEWAY_MODE_IPV4;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -25,25 +30,48 @@ use std::time::Duration;
 /// Where the pier binary is mounted inside the pong containers.
 const INSIDE: &str = "/tmp/pier-bench";
 
-/// The default bridge network's interface on the host.
-const BRIDGE: &str = "pier0";
+/// The benchmark's container network: `pier-bench-<pid>`.
+fn network_name() -> String {
+    format!("pier-bench-{}", std::process::id())
+}
 
-/// Starts the measured pong container.
+/// Creates the benchmark's routed network (removed by the cleanup stack after the containers on
+/// it); returns its bridge, the host interface towards the containers.
+pub fn network(cleanup: &mut Cleanup, pier: &Path) -> anyhow::Result<String> {
+    let name = network_name();
+    let mode = format!("{GATEWAY_MODE_IPV4}=routed");
+    let create = ["network", "create", "-o", mode.as_str(), name.as_str()];
+    pier_output(pier, &create).with_context(|| format!("pier {}", create.join(" ")))?;
+    let rm = vec!["network".into(), "rm".into(), name.clone()];
+    cleanup.push(Undo::Command(pier.display().to_string(), rm));
+    let inspect = pier_output(pier, &["network", "inspect", &name])?;
+    let json: serde_json::Value =
+        serde_json::from_str(&inspect).context("parsing pier network inspect")?;
+    json[0]["interface"]
+        .as_str()
+        .map(String::from)
+        .with_context(|| format!("no interface in `pier network inspect {name}`: {inspect}"))
+}
+
+/// Makes the benchmark's network and starts the measured pong container on it.
 pub fn server(
     cleanup: &mut Cleanup,
     pier: &Path,
     cpuset: &str,
     cpus: &str,
 ) -> anyhow::Result<Server> {
+    let bridge = network(cleanup, pier)?;
     let name = format!("pier-bench-{}-server", std::process::id());
     let (addr, addr6) = run_pong(cleanup, pier, &name, cpuset, cpus, &[])?;
     Ok(Server {
         addr,
         addr6,
         port: SERVER_PORT,
-        iface: BRIDGE.to_string(),
+        iface: bridge,
         how: format!(
-            "pier run -d --network bridge --cpus {cpus} host taskset -c {cpuset} pier bench pong"
+            "pier run -d --network {} (routed) --cpus {cpus} host taskset -c {cpuset} pier \
+             bench pong",
+            network_name()
         ),
     })
 }
@@ -114,7 +142,8 @@ pub fn run_pong(
     run_detached(cleanup, pier, &detached)
 }
 
-/// A detached container on the default bridge, pinned with taskset inside the `host` root.
+/// A detached container on the benchmark's network ([`network`] made it), pinned with taskset
+/// inside the `host` root.
 #[derive(Debug)]
 pub struct Detached<'a> {
     pub name: &'a str,
@@ -134,7 +163,8 @@ pub fn run_detached(
     container: &Detached,
 ) -> anyhow::Result<(Ipv4Addr, Option<Ipv6Addr>)> {
     let name = container.name;
-    let mut args = vec!["run", "-d", "--name", name, "--network", "bridge"];
+    let network = network_name();
+    let mut args = vec!["run", "-d", "--name", name, "--network", &network];
     args.extend_from_slice(&["--cpus", container.cpus]);
     args.extend_from_slice(container.flags);
     args.extend(["host", "taskset", "-c", container.cpuset]);

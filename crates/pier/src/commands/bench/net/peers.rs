@@ -3,7 +3,8 @@
 //!
 //! Theory of operation, row by row (`P` = the row's host port, `C` = the server's address):
 //! - `host`: a second pong server on the host itself (no container), same cpuset: the ceiling.
-//! - `direct`: the client dials C:8080; nothing in between but routing.
+//! - `direct`: the client dials C:8080; nothing in between but routing. The remote client too:
+//!   the benchmark's network is routed (engine.rs), and the client's default route is the host.
 //! - `pier-auto`, `pier-nat`, `pier-proxy`: a pong container of its own published with
 //!   `pier run -p P:8080 --publish-mode MODE` (same cpuset). Without the engine (`--server
 //!   netns`), `pier-proxy` is `pier proxy` started as dockerd starts docker-proxy, and the two
@@ -128,13 +129,6 @@ pub fn skip_reason(kind: RowKind, setup: &Setup) -> Option<String> {
     if kind == RowKind::KernelNat && setup.listen.is_ipv6() {
         return Some(
             "Docker's kernel NAT cannot serve an IPv6 client (::1) for an IPv4 container".into(),
-        );
-    }
-    if kind == RowKind::Direct && setup.client == Client::Remote && setup.engine {
-        return Some(
-            "pier's bridge drops traffic routed to container addresses from other interfaces \
-             (as Docker 28 does): ratios are to the host row"
-                .into(),
         );
     }
     if kind == RowKind::PierNat && setup.client != Client::Remote {

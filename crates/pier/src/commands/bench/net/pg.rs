@@ -3,8 +3,8 @@
 //!
 //! Theory of operation: a data dir is made in the run's work dir by Debian's `initdb` as the
 //! `postgres` user (trust authentication, plus a `host all all all trust` line so clients off
-//! the container's loopback get in), and PostgreSQL runs in a container on the default bridge:
-//! `pier run -d -u postgres -v DATA:/tmp/pgdata -p PORT:5432 --publish-mode auto host taskset -c SET
+//! the container's loopback get in), and PostgreSQL runs in a container on the benchmark's routed
+//! network (engine.rs): `pier run -d -u postgres -v DATA:/tmp/pgdata -p PORT:5432 --publish-mode auto host taskset -c SET
 //! postgres -D /tmp/pgdata -c listen_addresses=* -c fsync=off` — the container itself is the
 //! `pier auto` row (the other pier rows would each need a database of their own, so `pier nat`
 //! and the engine's proxy are not rows here; `pier proxy` runs as dockerd would run it). The
@@ -13,7 +13,7 @@
 //! from its per-transaction log (latency in µs, third field); forwarder CPU as for wrk.
 //!
 //! Privileges: root (runuser, pier run). Exercised by hand; the parsers have unit tests below.
-use super::engine::{run_detached, Detached};
+use super::engine::{network, run_detached, Detached};
 use super::host::{cmd, Cleanup};
 use super::load::{clock_ticks_per_s, tree_ticks, Sample, RUNNING};
 use super::report::median;
@@ -111,6 +111,7 @@ pub fn server(
         command: &command,
         port: PG_PORT,
     };
+    let bridge = network(cleanup, pier)?;
     let (addr, addr6) = run_detached(cleanup, pier, &detached)?;
     let host = addr.to_string();
     let fill = [
@@ -121,7 +122,7 @@ pub fn server(
         addr,
         addr6,
         port: PG_PORT,
-        iface: "pier0".into(),
+        iface: bridge,
         how: format!(
             "pier run -d -u postgres --cpus {cpus} -p {publish} --publish-mode auto host taskset -c \
              {cpuset} postgres (Debian, fsync=off, pgbench -i -s 5)"

@@ -9,8 +9,9 @@
 //! "samples":[{"requests_per_s","requests","errors","p50_us","p99_us","cpu_percent","cpu_us_per_request"}],
 //! "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent","cpu_us_per_request",
 //! "ratio_to_direct"}]}], "skipped":[{"row","reason"}], "notes":[..], "interrupted",
-//! "ratio_base"}`. `ratio_to_direct` is against `ratio_base`: the direct row, or the host row
-//! when direct could not be measured (a remote client cannot reach a pier container's address).
+//! "ratio_base"}`. `ratio_to_direct` is against `ratio_base`: the direct row (for every client:
+//! the benchmark's network is routed, so the remote client reaches the container's address too),
+//! or the host row when direct was not measured (left out with `--rows`, or failed).
 //!
 //! Pure code apart from reading the machine's facts; unit tests below.
 use super::load::Sample;

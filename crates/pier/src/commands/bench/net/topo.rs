@@ -10,8 +10,10 @@
 //!
 //! The remote client (`--client remote`) runs wrk in a second namespace (`pier-bench-<pid>-c`)
 //! joined by veth (`pbc<pid>`, 198.19.254.4/30) whose default route is the host, so its traffic
-//! arrives on a host interface the way a LAN client's does; the host forwards it (ip_forward on,
-//! FORWARD accepted for the two links, both undone at the end).
+//! arrives on a host interface the way a LAN client's does, and that route is also its route to
+//! the container subnet (the benchmark's pier network is routed: the `direct` row dials the
+//! container's address); the host forwards it (ip_forward on, FORWARD accepted for the two
+//! links, both undone at the end).
 //!
 //! Privileges: root. Exercised by tests/bench_net.rs.
 use super::host::{cmd, spawn, wait_listening, Cleanup, Undo};
