@@ -3,7 +3,8 @@
 //! a server in a separate namespace standing in for the internet; a published port reached from
 //! there; `--network none|host|container:` and static addresses; macvlan with a host shim;
 //! ipvlan refused on this kernel; `pier network create|ls|inspect|rm`; a routed network (Docker's
-//! `gateway_mode_ipv4=routed`) reached directly by a remote host while a nat network is not.
+//! `gateway_mode_ipv4|ipv6=routed`) reached directly by a remote host over IPv4 and IPv6, its
+//! egress unmasqueraded, while a nat network is not, and isolation between them kept.
 //! Each test runs pier in its own network namespace and state directory (engine_support).
 mod engine_support;
 
@@ -406,9 +407,9 @@ fn macvlan_with_host_shim_and_ipvlan_refused() {
 /// Docker's gateway mode option for IPv4.
 const GATEWAY_MODE_IPV4: &str = "com.docker.network.bridge.gateway_mode_ipv4";
 
-/// A remote host on the test host's LAN: a namespace joined by veth (host 198.19.250.1/24,
-/// remote 198.19.250.2/24) whose default route is the test host, so it has a route to every
-/// container subnet through it.
+/// A remote host on the test host's LAN: a namespace joined by veth (host 198.19.250.1/24 and
+/// 2001:2:0:250::1/64, remote .2 and ::2) whose default routes are the test host, so it has a
+/// route to every container subnet through it.
 fn remote_host(host: &Host) -> Netns {
     let remote = Netns::new("remote");
     host.netns.ip(&[
@@ -429,8 +430,16 @@ fn remote_host(host: &Host) -> Netns {
     remote.ip(&["addr", "add", "198.19.250.2/24", "dev", "pier-test-rem"]);
     remote.ip(&["link", "set", "pier-test-rem", "up"]);
     remote.ip(&["route", "add", "default", "via", "198.19.250.1"]);
+    let six = ["2001:2:0:250::1/64", "2001:2:0:250::2/64"];
+    host.netns
+        .ip(&["addr", "add", six[0], "dev", "pier-test-lan", "nodad"]);
+    remote.ip(&["addr", "add", six[1], "dev", "pier-test-rem", "nodad"]);
+    remote.ip(&["-6", "route", "add", "default", "via", "2001:2:0:250::1"]);
     remote
 }
+
+/// Docker's gateway mode option for IPv6.
+const GATEWAY_MODE_IPV6: &str = "com.docker.network.bridge.gateway_mode_ipv6";
 
 /// `GET /` over HTTP/1.0, giving up on the connection after 3 s (a dropped SYN).
 fn http_get_soon(address: &str, port: u16) -> Option<String> {
@@ -459,14 +468,22 @@ fn a_routed_network_is_reached_directly_and_stays_isolated() {
     let host = Host::new("routed");
     let remote = remote_host(&host);
     let (routed, nat) = (unique("rt"), unique("nat"));
-    let mode = format!("{GATEWAY_MODE_IPV4}=routed");
+    let (mode, mode6) = (
+        format!("{GATEWAY_MODE_IPV4}=routed"),
+        format!("{GATEWAY_MODE_IPV6}=routed"),
+    );
     host.ok(&[
         "network",
         "create",
         "--subnet",
         "198.18.240.0/24",
+        "--ipv6",
+        "--subnet6",
+        "2001:2:0:240::/64",
         "-o",
         &mode,
+        "-o",
+        &mode6,
         &routed,
     ]);
     host.ok(&["network", "create", "--subnet", "198.18.241.0/24", &nat]);
@@ -474,6 +491,10 @@ fn a_routed_network_is_reached_directly_and_stays_isolated() {
         serde_json::from_str(&host.ok(&["network", "inspect", &routed])).expect("inspect JSON");
     assert_eq!(
         inspect[0]["options"][GATEWAY_MODE_IPV4], "routed",
+        "{inspect}"
+    );
+    assert_eq!(
+        inspect[0]["options"][GATEWAY_MODE_IPV6], "routed",
         "{inspect}"
     );
     let (r1, n1) = (unique("r1"), unique("n1"));
@@ -492,6 +513,12 @@ fn a_routed_network_is_reached_directly_and_stays_isolated() {
     assert!(
         page.is_some_and(|p| p.contains("pier-routed")),
         "the remote host does not reach {addr_r} on the routed network"
+    );
+    let addr6 = global_address6(&host, &r1);
+    let page6 = remote.within(|| http_get_soon(&addr6, 80));
+    assert!(
+        page6.is_some_and(|p| p.contains("pier-routed")),
+        "the remote host does not reach [{addr6}] on the routed network"
     );
     assert_eq!(
         remote.within(|| http_get_soon(&addr_n, 80)),
@@ -521,6 +548,19 @@ fn a_routed_network_is_reached_directly_and_stays_isolated() {
     host.ok(&["network", "rm", &routed]);
     let table = host.nft(&["list", "table", "inet", "pier"]);
     assert!(!table.contains("198.18.240.0/24"), "{table}");
+}
+
+/// The container's global IPv6 address on eth0.
+fn global_address6(host: &Host, container: &str) -> String {
+    let out = host.ok(&[
+        "exec", container, "ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "global",
+    ]);
+    let inet6 = out
+        .split_whitespace()
+        .skip_while(|w| *w != "inet6")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no global inet6 address on eth0 of {container}: {out}"));
+    inet6.split('/').next().unwrap_or(inet6).to_string()
 }
 
 /// The address a server in `remote` sees when container `from` connects to it.

@@ -66,12 +66,11 @@ fn docker_accept(subnet: Subnet, routed: bool) -> Result<(), NftError> {
         return Ok(());
     };
     let right = json!({"prefix": {"addr": addr.to_string(), "len": subnet.prefix()}});
-    let existing = accept_rules(&right)?;
     if routed {
         let Some(chain) = docker::hook_chain()? else {
             return Ok(());
         };
-        if existing.iter().any(|(c, _)| *c == chain) {
+        if accept_rules(&right)?.iter().any(|(c, _)| *c == chain) {
             return Ok(());
         }
         let expr = json!([
@@ -87,6 +86,7 @@ fn docker_accept(subnet: Subnet, routed: bool) -> Result<(), NftError> {
             vec![json!({"insert": {"rule": rule}})],
         );
     }
+    let existing = accept_rules(&right)?;
     if existing.is_empty() {
         return Ok(());
     }
