@@ -69,7 +69,10 @@ pub(crate) fn dump(
     let mut elems = Vec::new();
     let mut buf = vec![0u8; RECV_BUF];
     loop {
-        let n = recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(err)?;
+        let n = match recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+            Err(Errno::EINTR) => continue,
+            other => other.map_err(err)?,
+        };
         for (kind, payload) in messages(&buf[..n]) {
             match kind {
                 wire::NLMSG_DONE => return Ok(Some(elems)),
@@ -113,11 +116,13 @@ fn acknowledgements(sock: &OwnedFd, expected: usize) -> Result<(), Errno> {
     let mut first_error = None;
     while seen < expected {
         let n = match recv(sock.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+            Err(Errno::EINTR) => continue,
             Err(Errno::EAGAIN) => {
                 let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-                match poll(&mut fds, PollTimeout::from(1000u16))? {
-                    0 => return Err(first_error.unwrap_or(Errno::ETIMEDOUT)),
-                    _ => continue,
+                match poll(&mut fds, PollTimeout::from(1000u16)) {
+                    Ok(0) => return Err(first_error.unwrap_or(Errno::ETIMEDOUT)),
+                    Ok(_) | Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(e),
                 }
             }
             other => other?,
