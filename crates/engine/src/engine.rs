@@ -302,7 +302,11 @@ impl Engine {
             Some(_) => Err(EngineError::Other(format!(
                 "container {container}: exit code unknown (its monitor died)"
             ))),
-            None => Err(EngineError::NoSuchContainer(container.to_owned())),
+            // Removed meanwhile (`--rm`): its exit code was kept.
+            None => self
+                .store
+                .exit_code(&id)
+                .ok_or_else(|| EngineError::NoSuchContainer(container.to_owned())),
         }
     }
 

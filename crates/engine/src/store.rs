@@ -11,6 +11,9 @@
 //! Docker: full id, then name, then a unique id prefix (an ambiguous one names the candidates).
 //! Liveness of the processes named in a record (the init, the responsible front or monitor) is
 //! pid + start time from `/proc`, so a recycled pid never counts as alive.
+//! A removed container that had exited leaves its exit code in `<state>/exits/<id>` for
+//! [`EXIT_KEPT`] (as Podman keeps exit codes), so a `pier wait` that began before a `--rm`
+//! removal still reports the code; the sweep at every command deletes older ones.
 //! Privileges: write access to the state directory. Tests: unit tests below.
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -25,6 +28,8 @@ use crate::Paths;
 use pier_publish::engine::{Entry, Published};
 
 const RECORD: &str = "record.json";
+/// How long the exit code of a removed container stays readable.
+pub const EXIT_KEPT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Where a container is in its life (the live state of its processes is checked apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +172,16 @@ impl Store {
 
     fn names(&self) -> PathBuf {
         self.paths.state_dir.join("names")
+    }
+
+    fn exits(&self) -> PathBuf {
+        self.paths.state_dir.join("exits")
+    }
+
+    /// The exit code container `id` left when it was removed (within [`EXIT_KEPT`]).
+    pub fn exit_code(&self, id: &str) -> Option<i32> {
+        let text = fs::read_to_string(self.exits().join(id)).ok()?;
+        text.trim().parse().ok()
     }
 
     /// The directory of container `id`.
@@ -344,6 +359,17 @@ impl Store {
         if fs::read_to_string(&name_path).is_ok_and(|owner| owner == id) {
             fs::remove_file(&name_path).map_err(io_err("remove name", &name_path))?;
         }
+        if let Ok(Record {
+            exit_code: Some(code),
+            ..
+        }) = self.load(id)
+        {
+            let exits = self.exits();
+            fs::create_dir_all(&exits).map_err(io_err("create directory", &exits))?;
+            let path = exits.join(id);
+            pier_runtime::state::write_atomic(&path, code.to_string().as_bytes())
+                .map_err(io_err("write exit code", &path))?;
+        }
         let dir = self.dir(id);
         match fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
@@ -370,6 +396,15 @@ impl Store {
             let name = entry.file_name().to_string_lossy().into_owned();
             if self.name_owner(&name).is_none() && fs::remove_file(entry.path()).is_ok() {
                 removed.push(format!("name {name} without a container"));
+            }
+        }
+        for entry in fs::read_dir(self.exits()).into_iter().flatten().flatten() {
+            let age = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .map(|t| t.elapsed());
+            if age.is_ok_and(|a| a.is_ok_and(|a| a > EXIT_KEPT)) {
+                let _ = fs::remove_file(entry.path());
             }
         }
         Ok(removed)

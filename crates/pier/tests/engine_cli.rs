@@ -3,7 +3,9 @@
 //! Each root test runs pier in its own network namespace and state directory (engine_support).
 mod engine_support;
 
-use engine_support::{describe, require_root, stdout, temp_dir, unique, Host, ENGINE_FAILED, PIER};
+use engine_support::{
+    describe, require_root, sh, stdout, temp_dir, unique, Host, ENGINE_FAILED, PIER,
+};
 use std::process::{Command, Stdio};
 
 fn pier(args: &[&str], state_dir: &std::path::Path) -> std::process::Output {
@@ -283,4 +285,42 @@ fn stop_kill_and_rm_force() {
     assert_eq!(host.ok(&["rm", "-f", &a, &b, &c]).lines().count(), 3);
     assert!(host.ps_all().is_empty());
     assert!(host.processes(&c).is_empty());
+}
+
+/// `wait` that began before a `--rm` container exited reports its code even when it wakes
+/// only after the monitor removed the container (the waiter is stopped across the removal).
+#[test]
+fn wait_outlives_the_removal_of_an_rm_container() {
+    if !require_root("wait_outlives_the_removal_of_an_rm_container") {
+        return;
+    }
+    let host = Host::new("waitrm");
+    let name = unique("waitrm");
+    let script = "trap 'exit 3' USR1; while :; do sleep 0.1; done";
+    host.start(&name, &["--rm", "--network", "none"], &["sh", "-c", script]);
+    let waiter = host
+        .command(&["wait", &name])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning wait");
+    let pid = waiter.id().to_string();
+    // nsenter execs pier in place: the pid is pier's. Stop it once it blocks in poll(2).
+    let syscall = format!("/proc/{pid}/syscall");
+    let polling = (0..400).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        std::fs::read_to_string(&syscall).is_ok_and(|s| s.starts_with("7 "))
+    });
+    assert!(polling, "wait never blocked in poll(2)");
+    sh("kill", &["-STOP", &pid]);
+    host.ok(&["kill", "-s", "USR1", &name]);
+    let gone = (0..400).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        host.entries("containers").is_empty()
+    });
+    sh("kill", &["-CONT", &pid]);
+    assert!(gone, "the --rm container was never removed");
+    let out = waiter.wait_with_output().expect("waiting for wait");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(stdout(&out).trim(), "3");
 }

@@ -199,6 +199,45 @@ pub fn recv_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Optio
     Ok((len, owned.next()))
 }
 
+/// Closes `fd` in a short-lived orphan process instead of in the caller, for files whose release
+/// blocks: the last close of an nftables netlink socket that committed a delete waits for an RCU
+/// grace period (10-20 ms here). A child forks a grandchild and exits at once (reaped here); the
+/// caller closes its copy, then the pipe the grandchild reads, so the grandchild holds the last
+/// reference when it sees end-of-file and exits. It is then an orphan of init or the nearest
+/// subreaper, which reaps it.
+pub fn close_in_orphan(fd: OwnedFd) -> io::Result<()> {
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (read_raw, write_raw) = (read_end.as_raw_fd(), write_end.as_raw_fd());
+    // SAFETY: the child and the grandchild make only async-signal-safe calls (fork, close,
+    // read, _exit) on memory of their own stack and exit without returning, which is sound in
+    // a child of a multi-threaded process.
+    let child = unsafe { libc::fork() };
+    match child {
+        -1 => return Err(io::Error::last_os_error()),
+        // SAFETY: in the child: async-signal-safe calls only, on a byte of its own stack; the
+        // fds are ours (the pipe's ends), and neither process returns from this block.
+        0 => unsafe {
+            if libc::fork() == 0 {
+                let mut byte = 0u8;
+                libc::close(write_raw);
+                libc::read(read_raw, std::ptr::addr_of_mut!(byte).cast(), 1);
+            }
+            libc::_exit(0)
+        },
+        _ => {}
+    }
+    // The child exits at once; its copies are closed before ours, so no copy outlives the
+    // grandchild's but its own.
+    let reaped = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+    drop(fd);
+    drop(read_end);
+    drop(write_end);
+    match reaped {
+        Err(nix::errno::Errno::ECHILD) | Ok(_) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// `_exit(2)`: ends the process at once, without running atexit handlers or flushing the
 /// buffers it shares with its parent after a fork (a forked helper must not print its parent's
 /// pending output a second time).
@@ -211,6 +250,16 @@ pub fn exit_now(code: i32) -> ! {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn close_in_orphan_hands_the_last_reference_away() {
+        let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        close_in_orphan(write_end).unwrap();
+        // Every write end is closed once the orphan exits: the read end then sees EOF.
+        let mut buf = [0u8; 1];
+        let n = nix::unistd::read(&read_end, &mut buf).unwrap();
+        assert_eq!(n, 0);
+    }
 
     #[test]
     fn recv_fd_returns_payload_and_fd() {

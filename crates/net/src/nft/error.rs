@@ -1,6 +1,8 @@
 //! The errors of the nftables engine: each names the step, and the table, chain or element
-//! involved, and carries what `nft` printed.
+//! involved, and carries what `nft` printed or the errno the kernel answered a netlink batch with.
 use std::io;
+
+use nix::errno::Errno;
 
 /// Everything [`super::Table`] can fail at.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +19,13 @@ pub enum NftError {
         step: &'static str,
         object: String,
         stderr: String,
+    },
+    #[error("nft: {step} ({object}): the kernel refused the netlink transaction: {source}")]
+    Netlink {
+        step: &'static str,
+        object: String,
+        #[source]
+        source: nix::errno::Errno,
     },
     #[error("nft: {step} ({object}): unparsable JSON from nft: {source}")]
     Parse {
@@ -40,12 +49,19 @@ pub enum NftError {
 impl NftError {
     /// nft refused because a table, map or set named in the batch does not exist.
     pub fn is_missing(&self) -> bool {
-        self.stderr_has("No such file or directory")
+        self.stderr_has("No such file or directory") || self.errno() == Some(Errno::ENOENT)
     }
 
     /// nft refused because an element's key exists with another value.
     pub fn is_exists(&self) -> bool {
-        self.stderr_has("File exists")
+        self.stderr_has("File exists") || self.errno() == Some(Errno::EEXIST)
+    }
+
+    fn errno(&self) -> Option<Errno> {
+        match self {
+            NftError::Netlink { source, .. } => Some(*source),
+            _ => None,
+        }
     }
 
     fn stderr_has(&self, text: &str) -> bool {

@@ -16,33 +16,39 @@
 //! subnet (`pier_bridge_nets4`/`6`: bridge . subnet), and drops other traffic entering a
 //! container subnet from outside pier's bridges. Publishing is an element add (commented with
 //! the owning container, which [`Table::published`] reads back), unpublishing an element
-//! delete; a whole list of mappings (a 1,000-port range) is one `nft -f -` transaction. If the
-//! host's iptables-nft `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`]
-//! also adds accept rules commented "pier" there (see docker.rs); [`Table::teardown`] removes
-//! those and the table. Every `nft` spawn costs milliseconds, so the publish path lists
-//! nothing: [`Table::publish_on`] carries its bridge's set elements (idempotent adds) in the
-//! same transaction and ensures the table only when nft reports it missing, and
-//! [`Table::withdraw`] adds then deletes the recorded elements (idempotent without a listing).
+//! delete; a whole list of mappings (a 1,000-port range) is one transaction. If the host's
+//! iptables-nft `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`] also adds
+//! accept rules commented "pier" there (see docker.rs); [`Table::teardown`] removes those and
+//! the table.
+//! Two transports: what happens once or rarely (the table and its chains, a network's
+//! registration and removal, teardown) goes to the `nft` binary; what happens per container
+//! (publish, withdraw, the listing a port pick or a conflict needs) is nfnetlink spoken
+//! in-process (wire.rs, socket.rs), since an `nft` spawn costs about 3.4 ms against the
+//! kernel's microseconds. The publish path lists nothing: [`Table::publish_on`] carries its
+//! bridge's set elements (idempotent adds) in the same transaction and ensures the table only
+//! when the kernel reports it missing, and [`Table::withdraw`] adds then deletes the recorded
+//! elements (idempotent without a listing).
 //!
 //! Why not the `nftables` crate (JSON to `nft -j -f -`): nft 1.0.6's JSON input breaks on a
 //! map with concatenated data (see rules.rs), which is the heart of this table; so the table
-//! and its elements go to `nft -f -` in native syntax (still one transaction per batch) and
-//! only listings and Docker's rules use JSON, by hand with serde_json (pier-net already has it,
-//! and its Cargo.toml is not this module's to change).
+//! goes to `nft -f -` in native syntax (one transaction) and only Docker's rules and the
+//! existence check of `remove_network` use JSON listings, by hand with serde_json.
 //! Privileges: `CAP_NET_ADMIN` in the network namespace of the calling thread (nft inherits it).
 //! Tests: crates/net/tests/priv_nft.rs (root, own namespaces).
 mod docker;
 mod error;
-mod listing;
 mod routed;
 mod rules;
 mod run;
+mod socket;
+mod wire;
 
 use std::net::IpAddr;
 
 use serde_json::json;
 
 pub use error::NftError;
+use wire::{Batch, Concat, Elem, Fields, Op};
 
 use crate::Subnet;
 
@@ -70,6 +76,21 @@ impl Proto {
             Proto::Sctp => "sctp",
         }
     }
+
+    /// The IP protocol number (`inet_proto`).
+    fn number(self) -> u8 {
+        match self {
+            Proto::Tcp => 6,
+            Proto::Udp => 17,
+            Proto::Sctp => 132,
+        }
+    }
+
+    fn from_number(number: u8) -> Option<Proto> {
+        [Proto::Tcp, Proto::Udp, Proto::Sctp]
+            .into_iter()
+            .find(|p| p.number() == number)
+    }
 }
 
 /// One published port: `host:host_port/proto` to `container:container_port`; `host` None is
@@ -93,24 +114,49 @@ impl Mapping {
         }
     }
 
-    /// `198.18.0.1 . tcp . 8080 comment "c1" : 198.19.0.2 . 80` (no address for the wildcard
-    /// maps, no comment without an owner).
-    fn element(&self, owner: &str) -> String {
-        let (proto, port) = (self.proto.name(), self.host_port);
-        let target = format!("{} . {}", self.container, self.container_port);
-        let comment = match owner {
-            "" => String::new(),
-            _ => format!(" comment \"{owner}\""),
-        };
-        match self.host {
-            Some(host) => format!("{host} . {proto} . {port}{comment} : {target}"),
-            None => format!("{proto} . {port}{comment} : {target}"),
+    /// The map element: key `[host .] proto . port`, data `container . port`, the owner as
+    /// its comment (none when empty).
+    fn element(&self, owner: &str) -> Elem {
+        let key = self
+            .host
+            .map_or(Concat::default(), |h| Concat::default().addr(h));
+        Elem {
+            key: key.proto(self.proto.number()).port(self.host_port).done(),
+            data: Some(
+                Concat::default()
+                    .addr(self.container)
+                    .port(self.container_port)
+                    .done(),
+            ),
+            comment: (!owner.is_empty()).then(|| owner.to_string()),
+            ..Elem::default()
         }
     }
 
-    /// `tcp . 8080`, the element of the held-ports set.
-    fn held(&self) -> String {
-        format!("{} . {}", self.proto.name(), self.host_port)
+    /// `proto . port`, the element of the held-ports set.
+    fn held(&self) -> Elem {
+        Elem::key(held_key(self.proto, self.host_port))
+    }
+
+    /// The mapping and owner ("" when uncommented) of an element of `map`.
+    fn from_element(map: &str, elem: &Elem) -> Option<(Mapping, String)> {
+        let v6 = matches!(map, rules::DNAT6 | rules::DNAT6_ANY);
+        let mut key = Fields::new(&elem.key);
+        let host = match map {
+            rules::DNAT4 | rules::DNAT6 => Some(key.addr(v6)?),
+            _ => None,
+        };
+        let (proto, host_port) = (Proto::from_number(key.proto()?)?, key.port()?);
+        let mut data = Fields::new(elem.data.as_deref()?);
+        let mapping = Mapping {
+            host,
+            proto,
+            host_port,
+            container: data.addr(v6)?,
+            container_port: data.port()?,
+        };
+        let whole = key.is_empty() && data.is_empty();
+        whole.then(|| (mapping, elem.comment.clone().unwrap_or_default()))
     }
 
     fn check(&self, step: &'static str) -> Result<(), NftError> {
@@ -141,13 +187,11 @@ impl Table {
     /// bridge is not an egress and may reach only its own subnet (unless DNATed), and Docker's
     /// FORWARD policy drop (if any) lets IPv4 through.
     pub fn add_network(&self, subnet: Subnet, bridge: &str) -> Result<(), NftError> {
-        let script = network_script("add network", subnet, bridge)?;
-        let object = format!(
-            "{} {subnet}, {} {bridge}",
-            subnet_sets(subnet).0,
-            rules::BRIDGES
-        );
-        run::apply_text("add network", &object, &script)?;
+        let mut batch = Batch::new();
+        for (set, elems) in network_elements("add network", subnet, bridge)? {
+            batch.elements(Op::Add, TABLE, set, &elems);
+        }
+        socket::commit("add network", &network_object(subnet, bridge), batch)?;
         match (docker::hook_chain()?, subnet.addr()) {
             (Some(chain), IpAddr::V4(addr)) => {
                 docker::allow(chain, &addr.to_string(), subnet.prefix())
@@ -186,25 +230,29 @@ impl Table {
                 owner: owner.to_string(),
             });
         }
-        let mut script = String::new();
-        if let Some((name, subnets)) = bridge {
-            for &subnet in subnets {
-                script += &network_script("publish", subnet, name)?;
+        let batch = || -> Result<Batch, NftError> {
+            let mut batch = Batch::new();
+            if let Some((name, subnets)) = bridge {
+                for &subnet in subnets {
+                    for (set, elems) in network_elements("publish", subnet, name)? {
+                        batch.elements(Op::Add, TABLE, set, &elems);
+                    }
+                }
             }
-        }
-        script += &self.script("add", mappings, owner, "publish")?;
-        let held: Vec<String> = mappings
-            .iter()
-            .filter(|m| m.host.is_some())
-            .map(Mapping::held)
-            .collect();
-        if !held.is_empty() {
-            script += &rules::elements("add", rules::HELD, &held);
-        }
-        match apply_script("publish", mappings, &script) {
+            self.mapping_elements(&mut batch, Op::Add, mappings, owner, "publish")?;
+            let held: Vec<Elem> = mappings
+                .iter()
+                .filter(|m| m.host.is_some())
+                .map(Mapping::held)
+                .collect();
+            batch.elements(Op::Add, TABLE, rules::HELD, &held);
+            Ok(batch)
+        };
+        let object = describe(mappings);
+        match socket::commit("publish", &object, batch()?) {
             Err(e) if e.is_missing() => {
                 self.ensure()?;
-                apply_script("publish", mappings, &script)
+                socket::commit("publish", &object, batch()?)
             }
             other => other,
         }
@@ -213,8 +261,9 @@ impl Table {
     /// Unpublishes `mappings` in one transaction (all or none), then releases the held ports
     /// no remaining specific publish uses.
     pub fn unpublish(&self, mappings: &[Mapping]) -> Result<(), NftError> {
-        let script = self.script("delete", mappings, "", "unpublish")?;
-        apply_script("unpublish", mappings, &script)?;
+        let mut batch = Batch::new();
+        self.mapping_elements(&mut batch, Op::Delete, mappings, "", "unpublish")?;
+        socket::commit("unpublish", &describe(mappings), batch)?;
         self.release_held(mappings)
     }
 
@@ -226,9 +275,10 @@ impl Table {
     /// port was published again by someone else) the add fails "File exists"; then the maps
     /// are listed and only the elements still carrying our value are deleted.
     pub fn withdraw(&self, mappings: &[Mapping]) -> Result<(), NftError> {
-        let mut script = self.script("add", mappings, "", "withdraw")?;
-        script += &self.script("delete", mappings, "", "withdraw")?;
-        match apply_deletes("withdraw", mappings, &script) {
+        let mut batch = Batch::new();
+        self.mapping_elements(&mut batch, Op::Add, mappings, "", "withdraw")?;
+        self.mapping_elements(&mut batch, Op::Delete, mappings, "", "withdraw")?;
+        match socket::commit("withdraw", &describe(mappings), batch) {
             Err(e) if e.is_missing() => return Ok(()),
             Err(e) if e.is_exists() => {
                 let listed = self.published()?;
@@ -237,33 +287,33 @@ impl Table {
                     .filter(|m| listed.iter().any(|(l, _)| l == *m))
                     .copied()
                     .collect();
-                let script = self.script("delete", &ours, "", "withdraw")?;
-                apply_deletes("withdraw", &ours, &script)?;
+                let mut batch = Batch::new();
+                self.mapping_elements(&mut batch, Op::Delete, &ours, "", "withdraw")?;
+                socket::commit("withdraw", &describe(&ours), batch)?;
             }
             other => other?,
         }
         self.release_held(mappings)
     }
 
-    fn script(
+    /// Appends `mappings` to `batch`, one message per map.
+    fn mapping_elements(
         &self,
-        verb: &str,
+        batch: &mut Batch,
+        op: Op,
         mappings: &[Mapping],
         owner: &str,
         step: &'static str,
-    ) -> Result<String, NftError> {
-        let mut script = String::new();
+    ) -> Result<(), NftError> {
         for map in rules::DNAT_MAPS {
             let mut elems = Vec::new();
             for m in mappings.iter().filter(|m| m.map() == map) {
                 m.check(step)?;
                 elems.push(m.element(owner));
             }
-            if !elems.is_empty() {
-                script += &rules::elements(verb, map, &elems);
-            }
+            batch.elements(op, TABLE, map, &elems);
         }
-        Ok(script)
+        Ok(())
     }
 
     /// Deletes from the held set the ports of `gone` that no specific publish still has.
@@ -282,33 +332,31 @@ impl Table {
                 .iter()
                 .any(|(m, _)| m.host.is_some() && (m.proto, m.host_port) == *p)
         });
-        ports.sort_by_key(|(proto, port)| (proto.name(), *port));
+        ports.sort_by_key(|(proto, port)| (proto.number(), *port));
         ports.dedup();
-        let mut script = String::new();
-        for (proto, port) in ports {
-            script += &format!(
-                "delete element inet {TABLE} {} {{ {} . {port} }}\n",
-                rules::HELD,
-                proto.name()
-            );
+        let elems: Vec<Elem> = ports
+            .into_iter()
+            .map(|(proto, port)| Elem::key(held_key(proto, port)))
+            .collect();
+        // Each is added then deleted, so one another process released in between is no error.
+        let mut batch = Batch::new();
+        batch.elements(Op::Add, TABLE, rules::HELD, &elems);
+        batch.elements(Op::Delete, TABLE, rules::HELD, &elems);
+        match socket::commit("release held ports", rules::HELD, batch) {
+            Err(e) if e.is_missing() => Ok(()),
+            other => other,
         }
-        if script.is_empty() {
-            return Ok(());
-        }
-        // An element another process released in between is no error worth failing for.
-        run::apply_text_committed("release held ports", rules::HELD, &script).or(Ok(()))
     }
 
     /// Every published element with its owner ("" when uncommented); empty without the table.
-    /// One `nft -j list table inet pier` (its maps' elements included).
+    /// One netlink dump per map.
     pub fn published(&self) -> Result<Vec<(Mapping, String)>, NftError> {
-        let Some(listing) = run::list("list published", &["table", FAMILY, TABLE])? else {
-            return Ok(Vec::new());
-        };
-        let maps = run::objects(&listing, "map")
-            .filter(|m| rules::DNAT_MAPS.iter().any(|name| m["name"] == *name));
-        let elements = maps.flat_map(|m| m["elem"].as_array().into_iter().flatten());
-        Ok(elements.filter_map(listing::element).collect())
+        let mut out = Vec::new();
+        for map in rules::DNAT_MAPS {
+            let elems = socket::dump("list published", TABLE, map)?.unwrap_or_default();
+            out.extend(elems.iter().filter_map(|e| Mapping::from_element(map, e)));
+        }
+        Ok(out)
     }
 
     /// Unregisters a container network (the reverse of [`Table::add_network`]): its subnet and
@@ -316,29 +364,22 @@ impl Table {
     /// each element is added then deleted in one transaction, so a missing one is no error, and
     /// a missing table means there is nothing to remove.
     pub fn remove_network(&self, subnet: Subnet, bridge: &str) -> Result<(), NftError> {
-        if !is_ifname(bridge) {
-            return Err(NftError::BadIfname {
-                step: "remove network",
-                name: bridge.to_string(),
-            });
-        }
-        if run::list("list table inet pier", &["table", FAMILY, TABLE])?.is_none() {
-            return docker::remove_subnet(subnet);
-        }
-        let (subnets, nets) = subnet_sets(subnet);
-        let sets = [
-            (subnets, subnet.to_string()),
-            (rules::BRIDGES, format!("\"{bridge}\"")),
-            (nets, format!("\"{bridge}\" . {subnet}")),
-        ];
-        let mut script = String::new();
-        for verb in ["add", "delete"] {
-            for (set, elem) in &sets {
-                script += &rules::elements(verb, set, std::slice::from_ref(elem));
+        let sets = network_elements("remove network", subnet, bridge)?;
+        let mut batch = Batch::new();
+        for op in [Op::Add, Op::Delete] {
+            for (set, elems) in &sets {
+                // The end element at address 0 is every interval's, not this subnet's.
+                let own = match *set == subnet_sets(subnet).0 {
+                    true => &elems[1..],
+                    false => &elems[..],
+                };
+                batch.elements(op, TABLE, set, own);
             }
         }
-        let object = format!("{subnets} {subnet}, {} {bridge}", rules::BRIDGES);
-        run::apply_text("remove network", &object, &script)?;
+        match socket::commit("remove network", &network_object(subnet, bridge), batch) {
+            Err(e) if e.is_missing() => {}
+            other => other?,
+        }
         docker::remove_subnet(subnet)
     }
 
@@ -370,9 +411,24 @@ fn subnet_sets(subnet: Subnet) -> (&'static str, &'static str) {
     }
 }
 
-/// The element adds registering `bridge` with `subnet` (idempotent: adding an existing set
-/// element, interval ones included, is no error).
-fn network_script(step: &'static str, subnet: Subnet, bridge: &str) -> Result<String, NftError> {
+/// `pier_subnets4 198.18.0.0/24, pier_bridges pier0`, for error messages.
+fn network_object(subnet: Subnet, bridge: &str) -> String {
+    format!(
+        "{} {subnet}, {} {bridge}",
+        subnet_sets(subnet).0,
+        rules::BRIDGES
+    )
+}
+
+/// The elements registering `bridge` with `subnet`, by set: the subnet as an interval (an
+/// end element at address 0, as nft adds to an interval set, then the subnet's start and the
+/// end flagged past its last address), the bridge's name, and `bridge . subnet` as a
+/// concatenated interval.
+fn network_elements(
+    step: &'static str,
+    subnet: Subnet,
+    bridge: &str,
+) -> Result<Vec<(&'static str, Vec<Elem>)>, NftError> {
     if !is_ifname(bridge) {
         return Err(NftError::BadIfname {
             step,
@@ -380,25 +436,49 @@ fn network_script(step: &'static str, subnet: Subnet, bridge: &str) -> Result<St
         });
     }
     let (subnets, nets) = subnet_sets(subnet);
-    let mut script = rules::elements("add", subnets, &[subnet.to_string()]);
-    script += &rules::elements("add", rules::BRIDGES, &[format!("\"{bridge}\"")]);
-    script += &rules::elements("add", nets, &[format!("\"{bridge}\" . {subnet}")]);
-    Ok(script)
+    let (first, last) = (
+        subnet.addr(),
+        subnet.nth(subnet.size() - 1).unwrap_or(subnet.addr()),
+    );
+    let zero = match first {
+        IpAddr::V4(_) => IpAddr::from([0u8; 4]),
+        IpAddr::V6(_) => IpAddr::from([0u8; 16]),
+    };
+    let end = |addr| Elem {
+        interval_end: true,
+        ..Elem::key(Concat::default().addr(addr).done())
+    };
+    let mut range = vec![end(zero), Elem::key(Concat::default().addr(first).done())];
+    range.extend(next_addr(last).map(end));
+    let pair = Elem {
+        key_end: Some(Concat::default().ifname(bridge).addr(last).done()),
+        ..Elem::key(Concat::default().ifname(bridge).addr(first).done())
+    };
+    Ok(vec![
+        (subnets, range),
+        (
+            rules::BRIDGES,
+            vec![Elem::key(Concat::default().ifname(bridge).done())],
+        ),
+        (nets, vec![pair]),
+    ])
 }
 
-fn apply_script(step: &'static str, mappings: &[Mapping], script: &str) -> Result<(), NftError> {
-    if script.is_empty() {
-        return Ok(());
+/// The address after `addr` (None past the last one).
+fn next_addr(addr: IpAddr) -> Option<IpAddr> {
+    match addr {
+        IpAddr::V4(a) => u32::from(a)
+            .checked_add(1)
+            .map(|n| IpAddr::from(n.to_be_bytes())),
+        IpAddr::V6(a) => u128::from(a)
+            .checked_add(1)
+            .map(|n| IpAddr::from(n.to_be_bytes())),
     }
-    run::apply_text(step, &describe(mappings), script)
 }
 
-/// [`apply_script`] for a batch that deletes: done when the kernel reports the commit.
-fn apply_deletes(step: &'static str, mappings: &[Mapping], script: &str) -> Result<(), NftError> {
-    if script.is_empty() {
-        return Ok(());
-    }
-    run::apply_text_committed(step, &describe(mappings), script)
+/// The key of the held-ports set: `proto . port`.
+fn held_key(proto: Proto, port: u16) -> Vec<u8> {
+    Concat::default().proto(proto.number()).port(port).done()
 }
 
 /// A name the kernel takes for a link and nft's parser takes in quotes.
@@ -445,22 +525,38 @@ mod tests {
     fn elements_key_by_address_protocol_and_port() {
         let specific = mapping(Some("198.18.0.1"));
         assert_eq!(specific.map(), "pier_dnat4");
+        let elem = specific.element("");
+        assert_eq!(elem.key, [198, 18, 0, 1, 17, 0, 0, 0, 0x1f, 0x90, 0, 0]);
         assert_eq!(
-            specific.element(""),
-            "198.18.0.1 . udp . 8080 : 198.19.0.2 . 80"
+            elem.data.as_deref(),
+            Some(&[198, 19, 0, 2, 0, 80, 0, 0][..])
+        );
+        assert_eq!(elem.comment, None);
+        assert_eq!(
+            Mapping::from_element("pier_dnat4", &elem),
+            Some((specific, String::new()))
         );
         let wildcard = mapping(None);
         assert_eq!(wildcard.map(), "pier_dnat4_any");
+        let elem = wildcard.element("c1");
+        assert_eq!(elem.key, [17, 0, 0, 0, 0x1f, 0x90, 0, 0]);
         assert_eq!(
-            wildcard.element("c1"),
-            "udp . 8080 comment \"c1\" : 198.19.0.2 . 80"
+            Mapping::from_element("pier_dnat4_any", &elem),
+            Some((wildcard, "c1".to_string()))
         );
+        assert_eq!(Mapping::from_element("pier_dnat4", &elem), None);
         let v6 = Mapping {
             host: None,
             container: "2001:2::2".parse().unwrap(),
             ..wildcard
         };
         assert_eq!(v6.map(), "pier_dnat6_any");
+        let elem = v6.element("c2");
+        assert_eq!(elem.data.as_ref().map(Vec::len), Some(20));
+        assert_eq!(
+            Mapping::from_element("pier_dnat6_any", &elem),
+            Some((v6, "c2".to_string()))
+        );
         let mixed = Mapping {
             host: Some("198.18.0.1".parse().unwrap()),
             ..v6
@@ -473,6 +569,29 @@ mod tests {
             Table.publish_owned(&[wildcard], "a\"b"),
             Err(NftError::BadOwner { .. })
         ));
+    }
+
+    #[test]
+    fn a_network_registers_its_subnet_as_an_interval_and_its_bridge() {
+        let sets = network_elements("t", "198.18.0.0/24".parse().unwrap(), "pier0").unwrap();
+        let (name, range) = &sets[0];
+        assert_eq!(*name, "pier_subnets4");
+        let keys: Vec<(&[u8], bool)> = range.iter().map(|e| (&e.key[..], e.interval_end)).collect();
+        // What nft 1.0.6 sends for `{ 198.18.0.0/24 }` into an empty interval set.
+        let nft: [(&[u8], bool); 3] = [
+            (&[0, 0, 0, 0], true),
+            (&[198, 18, 0, 0], false),
+            (&[198, 18, 1, 0], true),
+        ];
+        assert_eq!(keys, nft);
+        let pair = &sets[2].1[0];
+        assert_eq!(&pair.key_end.as_ref().unwrap()[16..], [198, 18, 0, 255]);
+        let top = network_elements("t", "255.255.255.0/24".parse().unwrap(), "b").unwrap();
+        assert_eq!(top[0].1.len(), 2, "no end element past the last address");
+        assert_eq!(
+            next_addr("::1".parse().unwrap()),
+            Some("::2".parse().unwrap())
+        );
     }
 
     #[test]

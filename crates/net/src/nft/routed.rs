@@ -7,9 +7,9 @@
 //! entering a container subnet from outside pier's bridges spares a routed subnet, so a remote
 //! client with a route to the subnet reaches its containers directly. Bridge-to-bridge isolation
 //! and hairpin masquerade do not look at the set: they hold for routed networks too. Making a
-//! subnet routed is an element add (a no-op when present); unmaking it adds then deletes in one
-//! transaction (idempotent without a listing, as [`Table::remove_network`] does), and a missing
-//! table or set means nothing is routed. Where Docker's iptables-nft `ip filter FORWARD` drops
+//! subnet routed is an element add over nfnetlink (a no-op when present); unmaking it adds then
+//! deletes in one transaction (idempotent without a listing, as [`Table::remove_network`] does),
+//! and a missing table or set means nothing is routed. Where Docker's iptables-nft `ip filter FORWARD` drops
 //! by policy (docker.rs), inbound IPv4 connections to a routed subnet also need an accept there:
 //! one rule `ip daddr SUBNET accept`, commented "pier", inserted at the top of `DOCKER-USER`
 //! (else `FORWARD`), so it precedes Docker's own `return`; its first match is on the subnet, so
@@ -20,8 +20,9 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 
-use super::run::{self, apply, list, objects};
-use super::{docker, rules, NftError, Table};
+use super::run::{apply, list, objects};
+use super::wire::{Batch, Concat, Elem, Op};
+use super::{docker, next_addr, rules, socket, NftError, Table, TABLE};
 use crate::Subnet;
 
 /// Docker's chains pier may hold rules in, as docker.rs knows them.
@@ -33,21 +34,41 @@ impl Table {
     /// outside pier's bridges, with egress that keeps its source address. Idempotent. Making a
     /// subnet routed needs the table ([`Table::ensure`]); unmaking it without one is no error.
     pub fn set_routed(&self, subnet: Subnet, routed: bool) -> Result<(), NftError> {
-        let set = routed_set(subnet);
-        let elem = [subnet.to_string()];
+        let (set, elems) = (routed_set(subnet), interval(subnet));
         let object = format!("{set} {subnet}");
-        let mut script = rules::elements("add", set, &elem);
+        let mut batch = Batch::new();
+        batch.elements(Op::Add, TABLE, set, &elems);
         if routed {
-            run::apply_text("mark subnet routed", &object, &script)?;
+            socket::commit("mark subnet routed", &object, batch)?;
         } else {
-            script += &rules::elements("delete", set, &elem);
-            match run::apply_text_committed("unmark routed subnet", &object, &script) {
+            // The end element at address 0 is every interval's, not this subnet's.
+            batch.elements(Op::Delete, TABLE, set, &elems[1..]);
+            match socket::commit("unmark routed subnet", &object, batch) {
                 Err(e) if e.is_missing() => {}
                 other => other?,
             }
         }
         docker_accept(subnet, routed)
     }
+}
+
+/// `subnet` as interval-set elements, as nft adds them: an end element at address 0, the
+/// subnet's first address, and an end element just past its last address (none at the top of
+/// the address space).
+fn interval(subnet: Subnet) -> Vec<Elem> {
+    let first = subnet.addr();
+    let last = subnet.nth(subnet.size() - 1).unwrap_or(first);
+    let zero = match first {
+        IpAddr::V4(_) => IpAddr::from([0u8; 4]),
+        IpAddr::V6(_) => IpAddr::from([0u8; 16]),
+    };
+    let end = |addr| Elem {
+        interval_end: true,
+        ..Elem::key(Concat::default().addr(addr).done())
+    };
+    let mut elems = vec![end(zero), Elem::key(Concat::default().addr(first).done())];
+    elems.extend(next_addr(last).map(end));
+    elems
 }
 
 /// The routed set of `subnet`'s family.
@@ -127,6 +148,25 @@ fn is_routed_accept(rule: &Value, right: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subnet_is_an_interval_from_its_first_address_to_past_its_last() {
+        let elems = interval("198.18.4.0/24".parse().unwrap());
+        let keys: Vec<(Vec<u8>, bool)> = elems
+            .iter()
+            .map(|e| (e.key.clone(), e.interval_end))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                (vec![0, 0, 0, 0], true),
+                (vec![198, 18, 4, 0], false),
+                (vec![198, 18, 5, 0], true)
+            ]
+        );
+        let top = interval("255.255.255.0/24".parse().unwrap());
+        assert_eq!(top.len(), 2, "no end past the last address");
+    }
 
     #[test]
     fn the_set_follows_the_family() {

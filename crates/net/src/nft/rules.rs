@@ -1,5 +1,5 @@
 //! The text of pier's `inet pier` table in nft's native syntax: its maps, sets, chains and
-//! rules (one `nft -f -` transaction), and its map and set elements.
+//! rules (one `nft -f -` transaction). Elements are written by wire.rs.
 //!
 //! Native syntax, not JSON: nft 1.0.6 (Debian 12) cannot take a map with concatenated data
 //! (`: ipv4_addr . inet_service`) in JSON input: the map is created broken ("set is not a map"
@@ -199,14 +199,6 @@ fn dnat_rules(f: &Family) -> Vec<(&'static str, String)> {
         ("output", format!("{not_lo} {LOCAL_DADDR} {specific}")),
         ("output", format!("{not_lo} {LOCAL_DADDR} {any}")),
     ]
-}
-
-/// `VERB element inet pier SET { E1, E2, ... }`
-pub(crate) fn elements(verb: &str, set: &str, elems: &[String]) -> String {
-    format!(
-        "{verb} element inet {TABLE} {set} {{ {} }}\n",
-        elems.join(", ")
-    )
 }
 
 #[cfg(test)]

@@ -1,13 +1,9 @@
 //! Running the `nft` binary: one batch on stdin (`nft -f -` in native syntax, `nft -j -f -` in
 //! JSON; either is one atomic transaction) or one JSON listing on stdout (`nft -j list ...`).
 //! The child inherits the network namespace of the calling thread, which is how tests act
-//! inside their own namespaces.
-//! A batch that deletes elements is fed with [`apply_text_committed`]: the kernel frees deleted
-//! objects after an RCU grace period, and the release of any nftables netlink socket while such
-//! frees are pending waits for them (`nft_rcv_nl_event` flushes the destroy work), so `nft`'s
-//! exit lags its commit by 10-20 ms here. With `-e` nft prints `# new generation N ...` once
-//! the kernel has committed; that line is the success, and a thread reaps the child.
-use std::io::{BufRead, BufReader, Read, Write};
+//! inside their own namespaces. Element updates made per container do not come here: they are
+//! nfnetlink batches sent in-process (socket.rs).
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,60 +52,6 @@ pub(crate) fn apply(
 /// Applies `script` (nft native syntax, one command a line) as one transaction.
 pub(crate) fn apply_text(step: &'static str, object: &str, script: &str) -> Result<(), NftError> {
     feed(step, object, &["-f", "-"], script)
-}
-
-/// Like [`apply_text`], but successful once the kernel reports the commit, without waiting
-/// for `nft` to exit (see the header).
-pub(crate) fn apply_text_committed(
-    step: &'static str,
-    object: &str,
-    script: &str,
-) -> Result<(), NftError> {
-    let spawn_error = |source| NftError::Spawn {
-        step,
-        object: object.to_string(),
-        source,
-    };
-    let mut child = spawn(&["-e", "-f", "-"]).map_err(spawn_error)?;
-    let mut stdin = child.stdin.take().expect("stdin was piped");
-    let written = stdin.write_all(script.as_bytes());
-    drop(stdin);
-    // stderr is drained meanwhile: an error quoting a 1,000-element line fills a pipe.
-    let mut stderr_pipe = child.stderr.take().expect("stderr was piped");
-    let stderr_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr_pipe.read_to_string(&mut text);
-        text
-    });
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout was piped"));
-    let mut echoed = String::new();
-    let mut line = String::new();
-    while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
-        if line.starts_with("# new generation ") && written.is_ok() {
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
-                child.wait()
-            });
-            return Ok(());
-        }
-        echoed += &line;
-        line.clear();
-    }
-    let stderr = stderr_reader.join().unwrap_or_default();
-    let status = child.wait().map_err(spawn_error)?;
-    written.map_err(spawn_error)?;
-    let text: Vec<&str> = [stderr.trim(), echoed.trim()]
-        .into_iter()
-        .filter(|t| !t.is_empty())
-        .collect();
-    Err(NftError::Failed {
-        step,
-        object: object.to_string(),
-        stderr: match text.is_empty() {
-            true => format!("exit {status} without reporting a commit"),
-            false => text.join("; "),
-        },
-    })
 }
 
 fn spawn(args: &[&str]) -> std::io::Result<std::process::Child> {
