@@ -281,6 +281,9 @@ fn docker_user_chain_gets_pier_rules_when_docker_made_one() {
     let lab = Lab::new();
     docker_filter(&lab);
     lab.nft(&["add", "chain", "ip", "filter", "DOCKER-USER"]);
+    // Docker 20.10 (Debian 12's docker.io) ends DOCKER-USER with a return: pier's rules must
+    // come before it.
+    lab.nft(&["add", "rule", "ip", "filter", "DOCKER-USER", "return"]);
     lab.nft(&[
         "add",
         "rule",

@@ -2,7 +2,8 @@
 //! policy drop, an accept in pier's own table does not save pier's traffic (a drop in any
 //! table wins), so pier adds accept rules, commented "pier", to Docker's `DOCKER-USER` chain
 //! (its sanctioned hook) or, without one, to `FORWARD`; teardown deletes every rule so
-//! commented, found by handle.
+//! commented, found by handle. They are inserted at the top: Docker 20.10 ends DOCKER-USER with
+//! a `return`, and its FORWARD jumps to chains that drop, so anything appended is never reached.
 use serde_json::{json, Value};
 use std::net::IpAddr;
 
@@ -58,7 +59,7 @@ pub(crate) fn allow(chain: &str, addr: &str, len: u8) -> Result<(), NftError> {
     ];
     let commands = bodies
         .into_iter()
-        .map(|expr| rule_command("add", chain, json!({"expr": expr})));
+        .map(|expr| rule_command("insert", chain, json!({"expr": expr})));
     apply(
         "allow pier in Docker's filter",
         &format!("ip filter {chain} {addr}/{len}"),
