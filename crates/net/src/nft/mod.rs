@@ -436,11 +436,26 @@ fn network_elements(
         });
     }
     let (subnets, nets) = subnet_sets(subnet);
-    let (first, last) = (
-        subnet.addr(),
-        subnet.nth(subnet.size() - 1).unwrap_or(subnet.addr()),
-    );
-    let zero = match first {
+    let (first, last) = (subnet.addr(), last_addr(subnet));
+    let pair = Elem {
+        key_end: Some(Concat::default().ifname(bridge).addr(last).done()),
+        ..Elem::key(Concat::default().ifname(bridge).addr(first).done())
+    };
+    Ok(vec![
+        (subnets, interval(subnet)),
+        (
+            rules::BRIDGES,
+            vec![Elem::key(Concat::default().ifname(bridge).done())],
+        ),
+        (nets, vec![pair]),
+    ])
+}
+
+/// `subnet` as interval-set elements, as nft adds them: an end element at address 0 (every
+/// interval's, never deleted with one), the subnet's first address, and an end element just past
+/// its last address (none at the top of the address space).
+fn interval(subnet: Subnet) -> Vec<Elem> {
+    let zero = match subnet.addr() {
         IpAddr::V4(_) => IpAddr::from([0u8; 4]),
         IpAddr::V6(_) => IpAddr::from([0u8; 16]),
     };
@@ -448,20 +463,16 @@ fn network_elements(
         interval_end: true,
         ..Elem::key(Concat::default().addr(addr).done())
     };
-    let mut range = vec![end(zero), Elem::key(Concat::default().addr(first).done())];
-    range.extend(next_addr(last).map(end));
-    let pair = Elem {
-        key_end: Some(Concat::default().ifname(bridge).addr(last).done()),
-        ..Elem::key(Concat::default().ifname(bridge).addr(first).done())
-    };
-    Ok(vec![
-        (subnets, range),
-        (
-            rules::BRIDGES,
-            vec![Elem::key(Concat::default().ifname(bridge).done())],
-        ),
-        (nets, vec![pair]),
-    ])
+    let mut elems = vec![
+        end(zero),
+        Elem::key(Concat::default().addr(subnet.addr()).done()),
+    ];
+    elems.extend(next_addr(last_addr(subnet)).map(end));
+    elems
+}
+
+fn last_addr(subnet: Subnet) -> IpAddr {
+    subnet.nth(subnet.size() - 1).unwrap_or(subnet.addr())
 }
 
 /// The address after `addr` (None past the last one).

@@ -21,8 +21,8 @@ use std::net::IpAddr;
 use serde_json::{json, Value};
 
 use super::run::{apply, list, objects};
-use super::wire::{Batch, Concat, Elem, Op};
-use super::{docker, next_addr, rules, socket, NftError, Table, TABLE};
+use super::wire::{Batch, Op};
+use super::{docker, interval, rules, socket, NftError, Table, TABLE};
 use crate::Subnet;
 
 /// Docker's chains pier may hold rules in, as docker.rs knows them.
@@ -50,25 +50,6 @@ impl Table {
         }
         docker_accept(subnet, routed)
     }
-}
-
-/// `subnet` as interval-set elements, as nft adds them: an end element at address 0, the
-/// subnet's first address, and an end element just past its last address (none at the top of
-/// the address space).
-fn interval(subnet: Subnet) -> Vec<Elem> {
-    let first = subnet.addr();
-    let last = subnet.nth(subnet.size() - 1).unwrap_or(first);
-    let zero = match first {
-        IpAddr::V4(_) => IpAddr::from([0u8; 4]),
-        IpAddr::V6(_) => IpAddr::from([0u8; 16]),
-    };
-    let end = |addr| Elem {
-        interval_end: true,
-        ..Elem::key(Concat::default().addr(addr).done())
-    };
-    let mut elems = vec![end(zero), Elem::key(Concat::default().addr(first).done())];
-    elems.extend(next_addr(last).map(end));
-    elems
 }
 
 /// The routed set of `subnet`'s family.
