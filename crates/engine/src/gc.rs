@@ -192,7 +192,9 @@ fn sweep_bpf(engine: &Engine, report: &mut GcReport) {
             "an older pier's ebpf pins in {} (reloaded at the next publish)",
             engine.publish.bpf_pin_dir.display()
         )),
-        Err(e) => report.removed.push(format!("an older pier's ebpf pins: {e}")),
+        Err(e) => report
+            .removed
+            .push(format!("an older pier's ebpf pins: {e}")),
     }
 }
 

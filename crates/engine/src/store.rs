@@ -506,11 +506,17 @@ mod tests {
         let mut record = store.register(&config(Some("c"))).expect("register");
         let path = store.dir(&record.id).join(RECORD);
         let text = fs::read_to_string(&path).expect("record");
-        assert!(!text.contains("client_cookie"), "an older pier's record: {text}");
+        assert!(
+            !text.contains("client_cookie"),
+            "an older pier's record: {text}"
+        );
         assert_eq!(store.load(&record.id).expect("load").client_cookie, None);
         record.client_cookie = Some(4097);
         store.save(&record).expect("save");
-        assert_eq!(store.load(&record.id).expect("load").client_cookie, Some(4097));
+        assert_eq!(
+            store.load(&record.id).expect("load").client_cookie,
+            Some(4097)
+        );
     }
 
     #[test]
