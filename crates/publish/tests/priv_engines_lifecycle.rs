@@ -15,7 +15,8 @@ use std::net::{SocketAddr, TcpListener};
 use pier_bpf::Layout;
 use pier_net::nft::Table;
 use pier_publish::engine::{
-    client_netns, register_client, retire_old_pins, select, Entry, Mode, PublishError,
+    client_netns, register_client, retire_old_pins, select, sweep_clients, ClientNetns, Entry,
+    Mode, PublishError,
 };
 use pier_publish::PortMapping;
 use priv_engines_support::{
@@ -403,4 +404,43 @@ fn an_older_piers_pins_with_ports_keep_working_until_gc_retires_them() {
         !retire_old_pins(&lab.settings).unwrap(),
         "nothing left to retire"
     );
+}
+
+/// A child process killed and reaped on drop.
+struct Sleeper(std::process::Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn gc_sweeps_client_entries_of_namespaces_that_are_gone() {
+    if !privileged("client-sweep") {
+        return;
+    }
+    let lab = Lab::new("client-sweep");
+    lab.with_engine(Mode::Ebpf, |_| ());
+    // The lab's namespaces are held by fds only; a container's has its init in it.
+    let in_c2 = lab
+        .c2
+        .run(|| std::process::Command::new("sleep").arg("600").spawn());
+    let _init = Sleeper(in_c2.unwrap().unwrap());
+    assert!(c2_registers(&lab));
+    let gone = ClientNetns {
+        cookie: u64::MAX,
+        inode: 1,
+    };
+    let subnets = [("198.18.9.0".parse().unwrap(), 24)];
+    let registered = lab
+        .host
+        .run(|| register_client(&lab.settings, gone, &subnets));
+    assert!(registered.unwrap().unwrap());
+    assert_eq!(sweep_clients(&lab.settings).unwrap(), [u64::MAX]);
+    let clients = pier_bpf::Clients::open(&lab.settings.bpf_pin_dir).unwrap();
+    let left: Vec<u64> = clients.list().unwrap().iter().map(|c| c.cookie).collect();
+    assert_eq!(left, [client_netns(lab.c2.fd()).unwrap().cookie]);
+    assert!(sweep_clients(&lab.settings).unwrap().is_empty());
 }
