@@ -11,24 +11,23 @@
 //! an older pier lack the client map: with nothing published in them they are replaced (one
 //! printed line), else kept and containers go without redirection until [`retire_old_pins`]
 //! (`pier gc`, once no port is published) removes them. Containers are registered as clients
-//! in clients.rs. A publish is map
-//! entries: for `-p P` the wildcard entry (it matches 127.0.0.0/8 and ::1) plus one entry per
-//! other host address read over netlink at plan time, each to the container's address of the
-//! same family or, for an IPv6 front, its IPv4 address (a dual-stack socket dials it
-//! v4-mapped). Each entry names its container in pier-bpf's owner map. Apply adds entries in a
+//! in clients.rs. A publish is map entries: for `-p P` the wildcard entry (it matches
+//! 127.0.0.0/8 and ::1) plus one entry per other host address read over netlink at plan time,
+//! each to the container's address of the same family or, for an IPv6 front, its IPv4 address
+//! (a dual-stack socket dials it v4-mapped). Each entry names its container in pier-bpf's owner
+//! map. Apply adds entries in a
 //! loop and deletes the ones it made if one fails; remove deletes entries (missing is fine).
 //!
 //! Section order (the same in every engine file): engine, plan, apply, remove.
 //! Privileges: root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN to mount bpffs).
-//! Tests: crates/publish/tests/priv_engines*.rs.
+//! Tests: crates/publish/tests/priv_engines*.rs (the matrix; an older pier's pins).
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use pier_bpf::{Layout, Mapping, Proto, Publisher};
 
 use super::plan::Pair;
