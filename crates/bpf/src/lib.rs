@@ -25,15 +25,23 @@
 //! of the pinned array `pier_config` (pier passes the namespace it runs in; 0 means the initial one);
 //! [`host_netns_cookie`] reads it back, so a later pier can tell whether the pins serve its namespace.
 //!
+//! Client namespaces: the programs serve sockets of the host's namespace and of every namespace registered in
+//! the pinned hash map `pier_clients` ([`Clients`], keyed by netns cookie, valued with the container's
+//! networks as address + mask and its netns inode). A registered container's connect/sendmsg to a published
+//! (address, port, protocol) is rewritten only when the target lies on one of its networks (same bridge:
+//! routable and allowed by isolation); its loopback and the wildcard stay its own. Pins made by an older
+//! pier lack that map: [`layout`] tells ([`Layout::Old`]), so the publish engine can reload or fall back.
+//!
 //! Limits: the wildcard covers loopback only (the publish engine adds one entry per other host address);
-//! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; every match
-//! and bind refusal applies to sockets of the host's network namespace only (containers and other
-//! namespaces, which may have no route to the target, are the nat engine's).
+//! a bind of 0.0.0.0/:: is refused only for ports published on the wildcard or loopback; bind refusals apply
+//! to the host's namespace only; unregistered namespaces (which may have no route to the target) and
+//! targets off a client's networks are the nat engine's.
 //!
 //! Measured here (debug build, kernel 6.18): load+pin 12–14 ms, attach of all ten programs with pinned
 //! links ~0.5 ms, publish ~1.1 µs and unpublish ~0.7 µs per port (1,000 ports).
 //!
-//! Tests: `tests/priv_redirect.rs` (root; private bpffs and a `pier-test-` child cgroup).
+//! Tests: unit tests below; `tests/priv_redirect.rs` (root; private bpffs, a `pier-test-` child cgroup and,
+//! for client namespaces, a network namespace of the test's own).
 
 use std::fs::File;
 use std::io;
@@ -53,6 +61,12 @@ pub const PUBLISH_MAP: &str = "pier_publish";
 pub const OWNER_MAP: &str = "pier_owner";
 /// The name of the map (and pin) whose entry 0 is the host network namespace's cookie.
 pub const CONFIG_MAP: &str = "pier_config";
+/// The name of the map (and pin) of registered client namespaces (containers), keyed by netns cookie.
+pub const CLIENTS_MAP: &str = "pier_clients";
+/// How many networks (subnets) one client namespace can be registered with.
+pub const CLIENT_SUBNETS: usize = 4;
+/// Bytes of a `struct pier_client` value: four (address, mask) pairs and the netns inode.
+const CLIENT_LEN: usize = CLIENT_SUBNETS * 32 + 8;
 /// Bytes of an owner id in [`OWNER_MAP`] (longer ids are cut).
 const OWNER_LEN: usize = 64;
 
@@ -138,6 +152,24 @@ pub enum Error {
     },
     #[error("mounting bpffs at {path}: {source}")]
     Mount { path: PathBuf, source: io::Error },
+    #[error("client namespace {cookie}: subnet {subnet}: {why}")]
+    BadSubnet {
+        cookie: u64,
+        subnet: String,
+        why: &'static str,
+    },
+    #[error("registering client namespace {cookie} in map {map}: {source}")]
+    Register {
+        cookie: u64,
+        map: String,
+        source: libbpf_rs::Error,
+    },
+    #[error("unregistering client namespace {cookie} from map {map}: {source}")]
+    Unregister {
+        cookie: u64,
+        map: String,
+        source: libbpf_rs::Error,
+    },
 }
 
 /// The transport protocol of a published port.
@@ -528,6 +560,155 @@ impl Publisher {
     }
 }
 
+/// What is pinned under a pin dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// No publish map: nothing loaded (or a half-made directory).
+    Missing,
+    /// Pinned by an older pier: no [`CLIENTS_MAP`], so containers cannot be served.
+    Old,
+    /// Every map this version pins.
+    Current,
+}
+
+/// The layout of the pins under `pin_dir`.
+pub fn layout(pin_dir: &Path) -> Layout {
+    match (
+        pin_dir.join(PUBLISH_MAP).exists(),
+        pin_dir.join(CLIENTS_MAP).exists(),
+    ) {
+        (false, _) => Layout::Missing,
+        (true, false) => Layout::Old,
+        (true, true) => Layout::Current,
+    }
+}
+
+/// A client namespace (a container's): redirected to published targets on its `subnets` only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Client {
+    /// Its netns cookie (SO_NETNS_COOKIE).
+    pub cookie: u64,
+    /// The inode of its netns (`/proc/PID/ns/net`), so gc can tell when it is gone.
+    pub netns_inode: u64,
+    /// The networks it is on as (address, prefix length); at most [`CLIENT_SUBNETS`].
+    pub subnets: Vec<(IpAddr, u8)>,
+}
+
+/// An address as a 128-bit number in map form (IPv4 v4-mapped) and the bits a prefix covers.
+fn subnet_bits(ip: IpAddr, prefix: u8) -> Option<(u128, u128)> {
+    let (bits, width) = match ip {
+        IpAddr::V4(v4) => (u128::from(v4.to_ipv6_mapped()), 32u8),
+        IpAddr::V6(v6) => (u128::from(v6), 128u8),
+    };
+    let ones = u32::from(128 - width + prefix.min(width));
+    let mask = u128::MAX.checked_shl(128 - ones).unwrap_or(0);
+    (prefix <= width).then_some((bits & mask, mask))
+}
+
+impl Client {
+    /// The map value: struct pier_client { struct { u8 addr[16]; u8 mask[16] } nets[4]; u64 ino }.
+    fn value(&self) -> Result<[u8; CLIENT_LEN], Error> {
+        let bad = |subnet: String, why| Error::BadSubnet {
+            cookie: self.cookie,
+            subnet,
+            why,
+        };
+        if self.subnets.len() > CLIENT_SUBNETS {
+            let all = format!("{:?}", self.subnets);
+            return Err(bad(all, "more networks than a client entry holds (4)"));
+        }
+        let mut v = [0u8; CLIENT_LEN];
+        for (i, &(ip, prefix)) in self.subnets.iter().enumerate() {
+            let (addr, mask) = subnet_bits(ip, prefix)
+                .filter(|&(_, mask)| mask != 0)
+                .ok_or_else(|| bad(format!("{ip}/{prefix}"), "not a network prefix"))?;
+            v[i * 32..i * 32 + 16].copy_from_slice(&addr.to_be_bytes());
+            v[i * 32 + 16..i * 32 + 32].copy_from_slice(&mask.to_be_bytes());
+        }
+        v[CLIENT_SUBNETS * 32..].copy_from_slice(&self.netns_inode.to_ne_bytes());
+        Ok(v)
+    }
+
+    /// The client a raw key and value describe (`None` for a short one).
+    fn from_raw(key: &[u8], value: &[u8]) -> Option<Self> {
+        let cookie = u64::from_ne_bytes(key.try_into().ok()?);
+        let ino = value.get(CLIENT_SUBNETS * 32..CLIENT_LEN)?;
+        let mut subnets = Vec::new();
+        for slot in value.get(..CLIENT_SUBNETS * 32)?.chunks(32) {
+            let mask = u128::from_be_bytes(slot[16..].try_into().ok()?);
+            if mask != 0 {
+                let prefix = mask.count_ones() as u8;
+                let v6 = std::net::Ipv6Addr::from(u128::from_be_bytes(slot[..16].try_into().ok()?));
+                subnets.push(match v6.to_ipv4_mapped() {
+                    Some(v4) if prefix >= 96 => (IpAddr::V4(v4), prefix - 96),
+                    _ => (IpAddr::V6(v6), prefix),
+                });
+            }
+        }
+        Some(Self {
+            cookie,
+            netns_inode: u64::from_ne_bytes(ino.try_into().ok()?),
+            subnets,
+        })
+    }
+}
+
+/// Registers and lists client namespaces in the pinned [`CLIENTS_MAP`] (usable from any process).
+#[derive(Debug)]
+pub struct Clients {
+    map: MapHandle,
+}
+
+impl Clients {
+    /// Open the map pinned under `pin_dir` (fails on an [`Layout::Old`] pin dir).
+    pub fn open(pin_dir: &Path) -> Result<Self, Error> {
+        Ok(Self {
+            map: open_pinned(pin_dir, CLIENTS_MAP)?,
+        })
+    }
+
+    /// Register (or re-register) `client`: from now on its sockets are redirected.
+    pub fn register(&self, client: &Client) -> Result<(), Error> {
+        self.map
+            .update(
+                &client.cookie.to_ne_bytes(),
+                &client.value()?,
+                MapFlags::ANY,
+            )
+            .map_err(|source| Error::Register {
+                cookie: client.cookie,
+                map: CLIENTS_MAP.into(),
+                source,
+            })
+    }
+
+    /// Remove the client namespace `cookie`; a missing one is not an error (idempotent).
+    pub fn unregister(&self, cookie: u64) -> Result<(), Error> {
+        match self.map.delete(&cookie.to_ne_bytes()) {
+            Err(e) if e.kind() != libbpf_rs::ErrorKind::NotFound => Err(Error::Unregister {
+                cookie,
+                map: CLIENTS_MAP.into(),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every registered client namespace.
+    pub fn list(&self) -> Result<Vec<Client>, Error> {
+        let mut out = Vec::new();
+        for key in self.map.keys() {
+            let value = self.map.lookup(&key, MapFlags::ANY);
+            let value = value.map_err(|source| Error::Lookup {
+                map: CLIENTS_MAP.into(),
+                source,
+            })?;
+            out.extend(value.and_then(|v| Client::from_raw(&key, &v)));
+        }
+        Ok(out)
+    }
+}
+
 /// Make sure `path` is a bpffs mount, mounting one there if it is not (production: `/sys/fs/bpf`).
 /// Returns whether this call mounted it.
 pub fn mount_bpffs(path: &Path) -> Result<bool, Error> {
@@ -588,6 +769,51 @@ mod tests {
         };
         assert_eq!(Mapping::from_raw(&v6.key(), &v6.value()), Some(v6));
         assert_eq!(owner_text(b"abc\0\0"), "abc");
+    }
+
+    #[test]
+    fn client_subnets_are_masked_v4_mapped_and_read_back() {
+        let client = Client {
+            cookie: 4097,
+            netns_inode: 4026532000,
+            subnets: vec![
+                ("198.18.2.7".parse().unwrap(), 24),
+                ("2001:2:0:2::9".parse().unwrap(), 64),
+            ],
+        };
+        let v = client.value().unwrap();
+        let mut v4 = [0u8; 32];
+        v4[10..15].copy_from_slice(&[0xff, 0xff, 198, 18, 2]);
+        v4[16..31].fill(0xff);
+        assert_eq!(&v[..32], &v4);
+        assert_eq!(&v[48..56], &[0xff; 8], "an IPv6 /64 covers eight bytes");
+        assert_eq!(&v[56..64], &[0; 8]);
+        assert_eq!(&v[64..128], &[0; 64], "unused slots have an all-zero mask");
+        let back = Client::from_raw(&4097u64.to_ne_bytes(), &v).unwrap();
+        let masked = vec![
+            ("198.18.2.0".parse().unwrap(), 24),
+            ("2001:2:0:2::".parse().unwrap(), 64),
+        ];
+        assert_eq!(back.subnets, masked);
+        assert_eq!(back.netns_inode, client.netns_inode);
+    }
+
+    #[test]
+    fn bad_client_subnets_are_refused() {
+        let with = |subnets: Vec<(IpAddr, u8)>| Client {
+            cookie: 1,
+            netns_inode: 1,
+            subnets,
+        };
+        let v4: IpAddr = "198.18.2.7".parse().unwrap();
+        let v6: IpAddr = "2001:2::1".parse().unwrap();
+        assert!(with(vec![(v4, 33)]).value().is_err());
+        assert!(
+            with(vec![(v6, 0)]).value().is_err(),
+            "a /0 would be an empty slot"
+        );
+        assert!(with(vec![(v4, 32); 5]).value().is_err());
+        assert!(with(vec![(v4, 0), (v6, 128)]).value().is_ok());
     }
 
     #[test]

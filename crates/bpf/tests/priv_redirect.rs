@@ -5,7 +5,9 @@
 //! the test is affected. Echo servers listen on 127.0.0.1:B (TCP and UDP); 127.0.0.1:A, [::1]:A or the
 //! wildcard :A is published to B.
 //! The test process itself is the client: it moves into the test cgroup (cgroup.procs) for the redirected
-//! checks and stays in its original cgroup for the scoping check. Everything is undone by `Fixture`'s drop,
+//! checks and stays in its original cgroup for the scoping check. Client namespaces: a thread of the test
+//! unshares a network namespace of its own (addresses on its loopback, 198.18.0.0/15 and 2001:2::/48) and
+//! is the "container" whose connections are redirected once its cookie is registered. Everything is undone by `Fixture`'s drop,
 //! also when an assertion fails: back to the original cgroup, detach and unpin, rmdir the cgroup, unmount.
 //!
 //! Needs root, cgroup2 at /sys/fs/cgroup/unified and BTF. Skips without root unless CI=true.
@@ -19,7 +21,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use pier_bpf::{Mapping, Programs, Proto, Publisher};
+use pier_bpf::{Client, Clients, Layout, Mapping, Programs, Proto, Publisher};
 
 const CGROUP2: &str = "/sys/fs/cgroup/unified";
 const LOCALHOST: Ipv4Addr = Ipv4Addr::LOCALHOST;
@@ -391,4 +393,121 @@ fn detach_stops_redirecting_and_pins_need_a_bpffs() {
     assert!(err
         .to_string()
         .contains(&not_bpffs.path().display().to_string()));
+}
+
+/// Runs `work` on a thread in a new network namespace with loopback up and `addrs` on it.
+fn in_new_netns<T: Send>(addrs: &[&str], work: impl FnOnce() -> T + Send) -> T {
+    thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            let mut commands = vec![vec!["link", "set", "lo", "up"]];
+            commands.extend(addrs.iter().map(|a| vec!["addr", "add", a, "dev", "lo"]));
+            for args in commands {
+                let status = std::process::Command::new("ip").args(&args).status();
+                assert!(status.unwrap().success(), "ip {args:?}");
+            }
+            work()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// The cookie and inode of the calling thread's network namespace.
+fn own_netns() -> (u64, u64) {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    let cookie = pier_sys::publish::netns_cookie(sock.as_fd()).unwrap();
+    let ino = std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino();
+    (cookie, ino)
+}
+
+fn refused(addr: SocketAddr) -> bool {
+    TcpStream::connect_timeout(&addr, TIMEOUT)
+        .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+}
+
+#[test]
+fn a_registered_client_namespace_reaches_targets_on_its_own_networks_only() {
+    if !privileged() {
+        return;
+    }
+    let fx = Fixture::new("clients");
+    assert_eq!(pier_bpf::layout(&fx.pin_dir()), Layout::Current);
+    let (publisher, clients) = (fx.publisher(), Clients::open(&fx.pin_dir()).unwrap());
+    let addrs = [
+        "198.18.5.1/32",
+        "198.18.6.1/32",
+        "2001:2:5::1/128",
+        "2001:2:6::1/128",
+    ];
+    let tcp = |host: &str, target: &str| Mapping {
+        proto: Proto::Tcp,
+        host: host.parse().unwrap(),
+        target: target.parse().unwrap(),
+    };
+    let host_addr = tcp("198.18.6.1:18001", "198.18.5.1:18000");
+    let loopback = tcp("127.0.0.1:18002", "198.18.5.1:18000");
+    let wildcard = tcp("0.0.0.0:18003", "198.18.5.1:18000");
+    let v6 = tcp("[2001:2:6::1]:18004", "[2001:2:5::1]:18000");
+    for m in [&host_addr, &loopback, &wildcard, &v6] {
+        publisher.publish(m).unwrap();
+    }
+    fx.enter();
+    let listed = in_new_netns(&addrs, || {
+        let listener = TcpListener::bind("[::]:18000").unwrap();
+        thread::spawn(move || {
+            for conn in listener.incoming().map_while(Result::ok) {
+                let _ = (&conn).write_all(b"ok");
+            }
+        });
+        let (cookie, netns_inode) = own_netns();
+        assert!(
+            refused(host_addr.host),
+            "an unregistered namespace is left alone"
+        );
+        let mut client = Client {
+            cookie,
+            netns_inode,
+            subnets: vec![("198.18.7.0".parse().unwrap(), 24)],
+        };
+        clients.register(&client).unwrap();
+        assert!(
+            refused(host_addr.host),
+            "a target off the client's networks is left to nat"
+        );
+        client.subnets = vec![
+            ("198.18.5.0".parse().unwrap(), 24),
+            ("2001:2:5::".parse().unwrap(), 64),
+        ];
+        clients.register(&client).unwrap();
+        for dialled in [host_addr.host, v6.host] {
+            let mut conn = TcpStream::connect_timeout(&dialled, TIMEOUT).expect("redirected");
+            assert_eq!(
+                conn.peer_addr().unwrap(),
+                dialled,
+                "getpeername shows {dialled}"
+            );
+            let mut buf = [0u8; 2];
+            conn.set_read_timeout(Some(TIMEOUT)).unwrap();
+            conn.read_exact(&mut buf).unwrap();
+        }
+        assert!(refused(loopback.host), "a container's 127.0.0.1 is its own");
+        assert!(
+            refused(wildcard.host),
+            "no loopback-wildcard match for a container"
+        );
+        let bind = TcpListener::bind(host_addr.host);
+        assert!(bind.is_ok(), "binds in a container are its business");
+        drop(bind);
+        let listed = clients.list().unwrap();
+        clients.unregister(cookie).unwrap();
+        clients.unregister(cookie).unwrap();
+        assert!(refused(host_addr.host), "unregistered again");
+        (listed, client)
+    });
+    fx.leave();
+    assert_eq!(listed.0, vec![listed.1]);
+    assert!(clients.list().unwrap().is_empty());
 }

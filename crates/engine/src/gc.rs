@@ -3,8 +3,10 @@
 //! Theory of operation: [`teardown`] removes, from a record, every object it names, each step
 //! idempotent and attempted even when an earlier one failed: the pier-runtime container
 //! (`delete --force` SIGKILLs the init and anything left in the cgroup, then removes the
-//! cgroup and the runtime state), the published ports, the network attachments (the leases;
-//! the links go with the network namespace once its processes are gone, see `unplug`), the root filesystem (overlay unmounted, layers removed), a `-t` console socket. What it removed leaves
+//! cgroup and the runtime state), the published ports, the ebpf client entry of its network
+//! namespace, the network attachments (the leases; the links go with the network namespace
+//! once its processes are gone, see `unplug`), the root filesystem (overlay unmounted, layers
+//! removed), a `-t` console socket. What it removed leaves
 //! the record; the failures are returned. The monitor calls it after the exit; `rm` and `stop`
 //! call it for a container whose monitor is dead; [`collect`] calls it for every container
 //! whose responsible process (the foreground `pier run` or the monitor) is dead while the
@@ -12,9 +14,10 @@
 //! removes it entirely when it never started or was `--rm`. `collect` also removes container
 //! directories without a record and names without a container (`Store::sweep`), pier-runtime
 //! state directories without a record, and (when something was found, or always for
-//! `pier gc`) IPAM leases of ids that have no record. It runs at every `Engine::open`: one
-//! readdir and one small JSON read per container.
-//! Privileges: root. Tests: crates/engine/tests/priv_engine.rs.
+//! `pier gc`) IPAM leases of ids that have no record; `pier gc` also removes ebpf client
+//! entries of namespaces that are gone and an older pier's unused pins. It runs at every
+//! `Engine::open`: one readdir and one small JSON read per container.
+//! Privileges: root. Tests: crates/engine/tests/priv_engine.rs, crates/pier/tests/engine_crash.rs.
 use std::collections::HashSet;
 
 use crate::engine::{Engine, EngineError, GcReport};
@@ -39,6 +42,12 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
         match removed {
             Ok(()) => record.publish_entries.clear(),
             Err(e) => errors.push(format!("remove published ports: {e}")),
+        }
+    }
+    if let Some(cookie) = record.client_cookie {
+        match pier_publish::engine::unregister_client(&engine.publish, cookie) {
+            Ok(()) => record.client_cookie = None,
+            Err(e) => errors.push(format!("unregister the ebpf client: {e}")),
         }
     }
     record.attachments.retain(
@@ -132,6 +141,9 @@ pub(crate) fn collect(engine: &Engine, full: bool) -> Result<GcReport, EngineErr
         sweep_runtime(engine, &mut report)?;
         reclaim_leases(engine, &mut report)?;
     }
+    if full {
+        sweep_bpf(engine, &mut report);
+    }
     Ok(report)
 }
 
@@ -159,6 +171,31 @@ fn sweep_runtime(engine: &Engine, report: &mut GcReport) -> Result<(), EngineErr
         }
     }
     Ok(())
+}
+
+/// ebpf client entries of namespaces that are gone (a container's init lives in its namespace,
+/// so whatever record it had, a gone namespace is a gone container), and an older pier's pins
+/// once nothing is published in them (the next publish loads the current programs). What
+/// fails is reported, not fatal: the rest of gc stands.
+fn sweep_bpf(engine: &Engine, report: &mut GcReport) {
+    match pier_publish::engine::sweep_clients(&engine.publish) {
+        Ok(cookies) => report.removed.extend(
+            cookies
+                .iter()
+                .map(|c| format!("ebpf client entry of netns cookie {c}")),
+        ),
+        Err(e) => report.removed.push(format!("ebpf client entries: {e}")),
+    }
+    match pier_publish::engine::retire_old_pins(&engine.publish) {
+        Ok(false) => {}
+        Ok(true) => report.removed.push(format!(
+            "an older pier's ebpf pins in {} (reloaded at the next publish)",
+            engine.publish.bpf_pin_dir.display()
+        )),
+        Err(e) => report
+            .removed
+            .push(format!("an older pier's ebpf pins: {e}")),
+    }
 }
 
 /// Leases of ids without a container. Under the store's lock: a `run` registers (under it)

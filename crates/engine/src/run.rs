@@ -7,7 +7,10 @@
 //! is this process's child and its stdio are what the caller chose: the terminal (foreground,
 //! stdin /dev/null unless `-i`) or pipes the monitor logs (`-d`). The process must be
 //! single-threaded when the init is forked: the network steps that use threads (pier-net runs
-//! namespace work on its own thread and joins it) come after the fork.
+//! namespace work on its own thread and joins it) come after the fork. A bridged container is
+//! registered with the ebpf programs as a client once attached (when they serve this
+//! namespace), its netns cookie recorded first, so containers on one network reach each
+//! other's published ports without NAT.
 //! Privileges: root. Tests: crates/engine/tests/priv_engine.rs.
 use oci_spec::runtime::{Process, Spec, UserBuilder};
 use std::fs::{self, File};
@@ -170,6 +173,7 @@ impl Engine {
         crash::point("run:created");
         made.master = console.as_ref().map(Console::master).transpose()?;
         self.attach(record, child.pid)?;
+        self.register_client(record, network.as_ref(), child.pid)?;
         crash::point("run:network-attached");
         if let Some((publisher, target)) = publish {
             let applied = publisher.apply(&target, &record.publish_entries);
@@ -316,6 +320,36 @@ impl Engine {
             let attached = self.networks.attach(attachment, netns.as_fd());
             attached.map_err(net_err("attach to the network"))?;
         }
+        Ok(())
+    }
+
+    /// With the ebpf programs serving this namespace, registers a bridged container as their
+    /// client on its networks, so its connections to ports published by containers on the
+    /// same network go straight to them. Recorded before it is made: teardown unregisters it.
+    fn register_client(
+        &self,
+        record: &mut Record,
+        network: Option<&Network>,
+        pid: i32,
+    ) -> Result<(), EngineError> {
+        let bridged = network.is_some_and(|n| n.driver == Driver::Bridge);
+        if !bridged || !pier_publish::engine::serves_clients(&self.publish) {
+            return Ok(());
+        }
+        let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+        let netns = File::open(&path).map_err(|e| io_error("open", &path, e))?;
+        let publish_err = |step| move |source| EngineError::Publish { step, source };
+        let client = pier_publish::engine::client_netns(netns.as_fd())
+            .map_err(publish_err("read the container's netns cookie"))?;
+        record.client_cookie = Some(client.cookie);
+        self.store.save(record)?;
+        let subnets: Vec<(IpAddr, u8)> = record
+            .attachments
+            .iter()
+            .flat_map(|a| a.addresses.iter().copied())
+            .collect();
+        pier_publish::engine::register_client(&self.publish, client, &subnets)
+            .map_err(publish_err("register the container with the ebpf programs"))?;
         Ok(())
     }
 

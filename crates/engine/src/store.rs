@@ -106,6 +106,10 @@ pub struct Record {
     pub logged: bool,
     /// Every object was removed after the exit (else `gc` retries).
     pub torn_down: bool,
+    /// The netns cookie of the container, once registered (or about to be) with the ebpf
+    /// programs as a client; absent from records of older piers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cookie: Option<u64>,
 }
 
 impl Record {
@@ -248,6 +252,7 @@ impl Store {
             runtime_id: None,
             logged: false,
             torn_down: false,
+            client_cookie: None,
         };
         self.save(&record)?;
         let path = self.names().join(&name);
@@ -528,6 +533,25 @@ mod tests {
         store
             .register(&config(Some("web")))
             .expect("name free again");
+    }
+
+    #[test]
+    fn client_cookie_round_trips_and_older_records_have_none() {
+        let (_dir, store) = store();
+        let mut record = store.register(&config(Some("c"))).expect("register");
+        let path = store.dir(&record.id).join(RECORD);
+        let text = fs::read_to_string(&path).expect("record");
+        assert!(
+            !text.contains("client_cookie"),
+            "an older pier's record: {text}"
+        );
+        assert_eq!(store.load(&record.id).expect("load").client_cookie, None);
+        record.client_cookie = Some(4097);
+        store.save(&record).expect("save");
+        assert_eq!(
+            store.load(&record.id).expect("load").client_cookie,
+            Some(4097)
+        );
     }
 
     #[test]

@@ -148,3 +148,69 @@ fn nothing_survives_a_crash_at_any_point() {
         failures.join("\n")
     );
 }
+
+/// The netns cookies in the ebpf client map pinned for `host` (bpftool's JSON dump; with the
+/// map's BTF, `formatted.key` is the cookie as a number).
+fn client_cookies(host: &Host) -> Vec<u64> {
+    let map = host.bpf_pins().join("pier_clients");
+    let bpftool = ["/usr/sbin/bpftool", "bpftool"]
+        .into_iter()
+        .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
+        .unwrap_or("bpftool");
+    let out = std::process::Command::new(bpftool)
+        .args(["-j", "map", "dump", "pinned"])
+        .arg(&map)
+        .output()
+        .expect("running bpftool");
+    assert!(out.status.success(), "bpftool map dump: {}", describe(&out));
+    let entries: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
+    let mut cookies: Vec<u64> = entries
+        .iter()
+        .map(|e| e["formatted"]["key"].as_u64())
+        .map(|key| key.unwrap_or_else(|| panic!("no formatted key: {entries:?}")))
+        .collect();
+    cookies.sort();
+    cookies
+}
+
+#[test]
+fn a_client_registered_by_a_killed_run_is_removed_by_gc() {
+    if !require_root("a_client_registered_by_a_killed_run_is_removed_by_gc") {
+        return;
+    }
+    let host = Host::new("client-gc");
+    let web = unique("web");
+    let ebpf = ["-p", "18080:80", "--publish-mode", "ebpf"];
+    host.start(&web, &ebpf, &["sleep", "600"]);
+    let served = client_cookies(&host);
+    assert_eq!(served.len(), 1, "the publishing container is a client too");
+    let name = unique("client");
+    let mark = format!("PIER_TEST_MARK={name}");
+    let run = [
+        "run", "-d", "--name", &name, "-e", &mark, "host", "sleep", "600",
+    ];
+    crash(&host, "run:network-attached", &run).unwrap();
+    let registered = client_cookies(&host);
+    assert_eq!(
+        registered.len(),
+        2,
+        "registered before the crash: {registered:?}"
+    );
+    host.ok(&["gc"]);
+    assert_eq!(
+        client_cookies(&host),
+        served,
+        "gc unregistered the killed run's client"
+    );
+    let left = engine_support::processes_with(&[&mark]);
+    assert!(
+        left.is_empty(),
+        "the killed run's container is gone: {left:?}"
+    );
+    host.ok(&["rm", "-f", &web]);
+    assert!(
+        client_cookies(&host).is_empty(),
+        "rm unregistered the publisher"
+    );
+}

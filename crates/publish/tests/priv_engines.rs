@@ -1,14 +1,16 @@
 //! The matrix of issue 5 against the real kernel: engine (ebpf, nat, proxy, auto) × protocol
 //! (tcp, udp) × client (host 127.0.0.1, host ::1, host address over IPv4 and IPv6, remote
-//! client over IPv4 and IPv6, a container to its own published port, another container to it)
-//! × publish address (wildcard, 127.0.0.1, a specific host address). The container has an
-//! IPv4 and an IPv6 address, so the nat engine's IPv6 maps are exercised too.
+//! client over IPv4 and IPv6, a container to its own published port, another container on its
+//! network to it, a container on another network to it) × publish address (wildcard,
+//! 127.0.0.1, a specific host address). The container has an IPv4 and an IPv6 address, so the
+//! nat engine's IPv6 maps are exercised too.
 //!
 //! Theory: one lab per engine (see priv_engines_support), the six publishes of that engine made
 //! at once (each its own plan and apply), then every cell run as a client process, eight at a
 //! time. A reached cell has echoed 1 MiB (TCP, checksum compared) after a half-close and
 //! delivered one urgent byte as urgent, or echoed 16 datagrams (UDP); the kernel engines show
-//! the server the remote client's own address. Cells that must not reach (a `127.0.0.1:`
+//! the server the remote client's own address, and the ebpf programs (ebpf, auto) show it a
+//! container client's own address (no hairpin masquerade). Cells that must not reach (a `127.0.0.1:`
 //! publish from the remote client, a kernel engine's missing front) must time out or be
 //! refused. The nat engine refuses a loopback publish at plan time, as expected.
 //!
@@ -20,7 +22,8 @@ use std::net::IpAddr;
 use pier_publish::engine::Mode;
 use pier_publish::PortMapping;
 use priv_engines_support::{
-    privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR, REMOTE_ADDR, REMOTE_ADDR6,
+    privileged, run_client, with_engine, Client, Lab, Report, C1, C2, HOST_ADDR, REMOTE_ADDR,
+    REMOTE_ADDR6,
 };
 
 /// Not a test: the body of the client processes the matrix starts (does nothing otherwise).
@@ -54,20 +57,38 @@ fn spec(front: Front, proto: &str, port: u16) -> PortMapping {
 fn expected(mode: Mode, proto: &str, client: Client, front: Front) -> Option<bool> {
     use Client::*;
     let remote = matches!(client, Remote | Remote6);
+    let container = matches!(client, Own | Other | Foreign);
     Some(match (front, mode) {
         (Front::Loopback, Mode::Nat) => return None,
+        // A container's 127.0.0.1 is its own: it dials the host address, which is not published.
         (Front::Loopback, _) => client == Host127,
-        // The programs act only in the host's namespace: containers are nat's (auto's).
-        (Front::Wildcard, Mode::Ebpf) => !remote && !matches!(client, Own | Other),
+        // The programs serve the host and registered containers on the target's network; a
+        // container on another network (Foreign) is left to nat (auto), unreachable in ebpf.
+        (Front::Wildcard, Mode::Ebpf) => !remote && client != Foreign,
         (Front::Wildcard, Mode::Nat) => !matches!(client, Host127 | Host6),
         // pier proxy's known limit, shared with docker-proxy: a wildcard UDP listener answers
-        // from the kernel's route choice (198.18.2.1 towards a container), not the address
-        // the container sent to, so a container's connected socket drops the reply.
-        (Front::Wildcard, Mode::Proxy) => proto == "tcp" || !matches!(client, Own | Other),
+        // from the kernel's route choice (the bridge's address towards a container), not the
+        // address the container sent to, so a container's connected socket drops the reply.
+        (Front::Wildcard, Mode::Proxy) => proto == "tcp" || !container,
         (Front::Wildcard, _) => true,
-        (Front::HostAddr, Mode::Ebpf) => client == HostAddr,
-        (Front::HostAddr, _) => matches!(client, HostAddr | Remote | Own | Other),
+        (Front::HostAddr, Mode::Ebpf) => matches!(client, HostAddr | Own | Other),
+        (Front::HostAddr, _) => matches!(client, HostAddr | Remote) || container,
     })
+}
+
+/// The address the server must see for a reached `client` (None: not checked). Remote clients
+/// keep theirs in the kernel engines; containers on the target's network keep theirs where
+/// the programs redirect them (ebpf, auto), while nat masquerades that hairpin.
+fn must_see(mode: Mode, client: Client) -> Option<IpAddr> {
+    let ip = |text: &str| Some(text.parse().unwrap());
+    let programs = matches!(mode, Mode::Ebpf | Mode::Auto);
+    match client {
+        Client::Remote if keeps_source(mode) => ip(REMOTE_ADDR),
+        Client::Remote6 if keeps_source(mode) => ip(REMOTE_ADDR6),
+        Client::Own if programs => ip(C1),
+        Client::Other if programs => ip(C2),
+        _ => None,
+    }
 }
 
 /// Whether the server must see the remote client's own address.
@@ -129,13 +150,8 @@ fn matrix(mode: Mode, base_port: u16) {
             let cell = format!("{mode:?} {proto} {client:?} -> {front:?}");
             match (&report, want) {
                 (Report::Ok { seen }, true) => {
-                    let remote: IpAddr = match client {
-                        Client::Remote6 => REMOTE_ADDR6.parse().unwrap(),
-                        _ => REMOTE_ADDR.parse().unwrap(),
-                    };
-                    let is_remote = matches!(client, Client::Remote | Client::Remote6);
-                    if is_remote && keeps_source(mode) && *seen != remote {
-                        failures.push(format!("{cell}: server saw {seen}, not the remote client"));
+                    if let Some(want) = must_see(mode, client).filter(|w| w != seen) {
+                        failures.push(format!("{cell}: server saw {seen}, not {want}"));
                     }
                 }
                 (Report::Unreachable, false) => {}

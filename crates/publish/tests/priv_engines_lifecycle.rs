@@ -1,6 +1,7 @@
 //! The publish engines' lifecycle against the real kernel: conflicts named with their owner,
 //! a 1,000-port range in one step, idempotent removal, all-or-nothing apply, and recovery from
-//! a crash between recording entries and knowing the proxy pids.
+//! a crash between recording entries and knowing the proxy pids, and pins an older pier made
+//! (no client map): replaced when empty, kept working when ports are published there.
 //!
 //! Theory: the labs of priv_engines_support; the engine is driven on a thread in the host
 //! namespace (`Lab::host.run`), and what exists afterwards is read from the kernel: the pinned
@@ -11,8 +12,12 @@ mod priv_engines_support;
 
 use std::net::{SocketAddr, TcpListener};
 
+use pier_bpf::Layout;
 use pier_net::nft::Table;
-use pier_publish::engine::{select, Entry, Mode, PublishError};
+use pier_publish::engine::{
+    client_netns, register_client, retire_old_pins, select, sweep_clients, ClientNetns, Entry,
+    Mode, PublishError,
+};
 use pier_publish::PortMapping;
 use priv_engines_support::{
     pier_binary, privileged, run_client, with_engine, Client, Lab, Report, HOST_ADDR,
@@ -333,4 +338,109 @@ fn an_ebpf_published_port_stays_reserved_on_the_host() {
             "a container's own port"
         );
     });
+}
+
+/// Makes the lab's pins look like an older pier's: the programs loaded, no client map pin.
+fn old_pins(lab: &Lab) {
+    lab.with_engine(Mode::Ebpf, |_| ());
+    let clients = lab.settings.bpf_pin_dir.join(pier_bpf::CLIENTS_MAP);
+    std::fs::remove_file(clients).unwrap();
+    assert_eq!(pier_bpf::layout(&lab.settings.bpf_pin_dir), Layout::Old);
+}
+
+/// Whether c2 registers as a client (on the host's thread, as the engine's run does).
+fn c2_registers(lab: &Lab) -> bool {
+    let netns = client_netns(lab.c2.fd()).unwrap();
+    let subnets = [("198.18.2.0".parse().unwrap(), 24)];
+    lab.host
+        .run(|| register_client(&lab.settings, netns, &subnets).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn an_older_piers_empty_pins_are_replaced() {
+    if !privileged("old-empty") {
+        return;
+    }
+    let lab = Lab::new("old-empty");
+    old_pins(&lab);
+    assert!(!c2_registers(&lab), "no client map, nothing registered");
+    lab.with_engine(Mode::Auto, |_| ());
+    assert_eq!(pier_bpf::layout(&lab.settings.bpf_pin_dir), Layout::Current);
+    assert!(c2_registers(&lab), "the reloaded programs serve containers");
+}
+
+#[test]
+fn an_older_piers_pins_with_ports_keep_working_until_gc_retires_them() {
+    if !privileged("old-busy") {
+        return;
+    }
+    let lab = Lab::new("old-busy");
+    old_pins(&lab);
+    let older = pier_bpf::Mapping {
+        proto: pier_bpf::Proto::Tcp,
+        host: "0.0.0.0:19500".parse().unwrap(),
+        target: "198.18.2.2:80".parse().unwrap(),
+    };
+    let publisher = pier_bpf::Publisher::open(&lab.settings.bpf_pin_dir).unwrap();
+    publisher.publish_owned(&older, "pier-test-older").unwrap();
+    with_engine(&lab, Mode::Auto, &specs(&["19501:80"]), |outcomes| {
+        assert!(outcomes[0].is_ok(), "{outcomes:?}");
+        assert_eq!(pier_bpf::layout(&lab.settings.bpf_pin_dir), Layout::Old);
+        for port in [19500, 19501] {
+            let report = run_client(&lab, Client::Host127, "tcp", Client::Host127.dial(port));
+            assert!(matches!(report, Report::Ok { .. }), "{port}: {report:?}");
+        }
+        assert!(!c2_registers(&lab), "old pins serve no container");
+        assert!(
+            !retire_old_pins(&lab.settings).unwrap(),
+            "ports are published"
+        );
+    });
+    publisher.unpublish(&older).unwrap();
+    assert!(retire_old_pins(&lab.settings).unwrap());
+    assert_eq!(pier_bpf::layout(&lab.settings.bpf_pin_dir), Layout::Missing);
+    assert!(
+        !retire_old_pins(&lab.settings).unwrap(),
+        "nothing left to retire"
+    );
+}
+
+/// A child process killed and reaped on drop.
+struct Sleeper(std::process::Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn gc_sweeps_client_entries_of_namespaces_that_are_gone() {
+    if !privileged("client-sweep") {
+        return;
+    }
+    let lab = Lab::new("client-sweep");
+    lab.with_engine(Mode::Ebpf, |_| ());
+    // The lab's namespaces are held by fds only; a container's has its init in it.
+    let in_c2 = lab
+        .c2
+        .run(|| std::process::Command::new("sleep").arg("600").spawn());
+    let _init = Sleeper(in_c2.unwrap().unwrap());
+    assert!(c2_registers(&lab));
+    let gone = ClientNetns {
+        cookie: u64::MAX,
+        inode: 1,
+    };
+    let subnets = [("198.18.9.0".parse().unwrap(), 24)];
+    let registered = lab
+        .host
+        .run(|| register_client(&lab.settings, gone, &subnets));
+    assert!(registered.unwrap().unwrap());
+    assert_eq!(sweep_clients(&lab.settings).unwrap(), [u64::MAX]);
+    let clients = pier_bpf::Clients::open(&lab.settings.bpf_pin_dir).unwrap();
+    let left: Vec<u64> = clients.list().unwrap().iter().map(|c| c.cookie).collect();
+    assert_eq!(left, [client_netns(lab.c2.fd()).unwrap().cookie]);
+    assert!(sweep_clients(&lab.settings).unwrap().is_empty());
 }

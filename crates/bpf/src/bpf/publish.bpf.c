@@ -24,18 +24,28 @@
  * their own), so a wildcard publish of port 80 never captures a connection to a
  * remote server. A bind of the wildcard address is refused when the port is
  * published on the wildcard or on loopback (not for other specific addresses).
- * Every match and every bind refusal applies to sockets of the host's network
- * namespace only: a container's own 127.0.0.1 and its own binds are its business,
- * and a client in another namespace (a container on another pier network, a
- * neighbour's namespace) may have no route to the target, so it is left to the nat
- * engine's DNAT, which also passes pier's network isolation.
- * The host's namespace is the one whose cookie the loader wrote into entry 0 of
- * `pier_config` (the namespace pier runs in), or the initial one when 0.
+ * Who is served: sockets of the host's network namespace (the one whose cookie the
+ * loader wrote into entry 0 of `pier_config`: the namespace pier runs in, or the
+ * initial one when 0), and sockets of a registered client namespace: an entry of the
+ * hash map `pier_clients`, keyed by netns cookie, whose value lists the networks the
+ * container is on (address and mask, v4-mapped for IPv4; an all-zero mask is an empty
+ * slot). A client's connect/sendmsg is rewritten only when the published target lies
+ * on one of its networks: same bridge, so routable directly and allowed by pier's
+ * isolation; a target elsewhere is left to the nat engine's DNAT, which applies the
+ * isolation rules. A client's loopback and unspecified addresses are its own (no
+ * wildcard match, no exact match either). bind4/6 guard the host's namespace only: a
+ * container's binds are its business. Every other namespace (a neighbour's, another
+ * runtime's container, a container pier has not registered) is left alone entirely:
+ * it may have no route to the target. Cookies are never reused while the kernel runs,
+ * so a stale `pier_clients` entry can match nothing; `netns_ino` in it lets pier's gc
+ * tell whose namespace is gone. getpeername/recvmsg translate back exactly the sockets
+ * connect/sendmsg rewrote (their socket storage), whichever namespace they are in.
  * `pier_owner` is not read by the programs: it names, per published key, the
  * container that published it, so a conflicting publish can say whose port it is.
  *
  * Byte order: addresses and ports in keys and values are in network byte order,
- * exactly as the hooks see them in struct bpf_sock_addr.
+ * exactly as the hooks see them in struct bpf_sock_addr; cookies (keys of
+ * `pier_clients`, entry 0 of `pier_config`) and `netns_ino` in host order.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -88,6 +98,27 @@ struct {
 	__type(value, __u64);
 } pier_config SEC(".maps");
 
+/* A network a client namespace is on: addr & mask == addr; an all-zero mask is an empty slot. */
+struct pier_subnet {
+	struct pier_addr addr;
+	struct pier_addr mask;
+};
+
+#define PIER_CLIENT_SUBNETS 4
+
+/* A registered client namespace (a container's): its networks, and its netns inode for gc. */
+struct pier_client {
+	struct pier_subnet nets[PIER_CLIENT_SUBNETS];
+	__u64 netns_ino;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct pier_client);
+} pier_clients SEC(".maps");
+
 /* Per socket: the address the client dialled and where it went instead. */
 struct pier_orig {
 	struct pier_target dialled;
@@ -103,15 +134,19 @@ struct {
 
 #define V4MAPPED_WORD bpf_htonl(0x0000ffff)
 
-static __always_inline int in_host_netns(struct bpf_sock_addr *ctx)
+static __always_inline __u64 host_netns(void)
 {
 	__u32 zero = 0;
 	__u64 *configured = bpf_map_lookup_elem(&pier_config, &zero);
-	__u64 host = configured ? *configured : 0;
 
-	if (!host)
-		host = bpf_get_netns_cookie(NULL);
-	return bpf_get_netns_cookie(ctx) == host;
+	if (configured && *configured)
+		return *configured;
+	return bpf_get_netns_cookie(NULL);
+}
+
+static __always_inline int in_host_netns(struct bpf_sock_addr *ctx)
+{
+	return bpf_get_netns_cookie(ctx) == host_netns();
 }
 
 static __always_inline int is_v4mapped(const struct pier_addr *a)
@@ -178,14 +213,47 @@ static __always_inline int same(const struct pier_addr *x, const struct pier_add
 	return x->a[0] == y->a[0] && x->a[1] == y->a[1] && x->a[2] == y->a[2] && x->a[3] == y->a[3];
 }
 
+static __always_inline int in_subnet(const struct pier_subnet *n, const struct pier_addr *a)
+{
+	const __u32 *m = n->mask.a;
+
+	return (m[0] | m[1] | m[2] | m[3]) != 0 && (a->a[0] & m[0]) == n->addr.a[0] &&
+	       (a->a[1] & m[1]) == n->addr.a[1] && (a->a[2] & m[2]) == n->addr.a[2] &&
+	       (a->a[3] & m[3]) == n->addr.a[3];
+}
+
+static __always_inline int on_client_network(const struct pier_client *c, const struct pier_addr *a)
+{
+	for (int i = 0; i < PIER_CLIENT_SUBNETS; i++)
+		if (in_subnet(&c->nets[i], a))
+			return 1;
+	return 0;
+}
+
+/* A registered container's connection: exact entries only, targets on its own networks only. */
+static __always_inline struct pier_target *lookup_client(const struct pier_client *c,
+							  struct pier_key *key)
+{
+	struct pier_target *t;
+
+	if (is_loopback(&key->addr) || is_any(&key->addr))
+		return NULL;
+	t = bpf_map_lookup_elem(&pier_publish, key);
+	return t && on_client_network(c, &t->addr) ? t : NULL;
+}
+
 static __always_inline struct pier_target *lookup(struct bpf_sock_addr *ctx,
 						   const struct pier_addr *addr, __u16 port)
 {
 	struct pier_key key = { .addr = *addr, .port = port, .proto = ctx->protocol };
+	__u64 cookie = bpf_get_netns_cookie(ctx);
+	struct pier_client *client;
 	struct pier_target *t;
 
-	if (!in_host_netns(ctx))
-		return NULL;
+	if (cookie != host_netns()) {
+		client = bpf_map_lookup_elem(&pier_clients, &cookie);
+		return client ? lookup_client(client, &key) : NULL;
+	}
 	t = bpf_map_lookup_elem(&pier_publish, &key);
 	if (t || !is_loopback(addr))
 		return t;

@@ -1,5 +1,7 @@
-//! auto engine: the ebpf engine for clients in the host's network namespace, the nat engine for
-//! remote clients and containers (the programs leave other namespaces alone); where cgroup2/BPF is missing, nat for remote clients and a proxy for loopback.
+//! auto engine: the ebpf engine for clients in the host's network namespace and in containers
+//! on the target's own network, the nat engine for remote clients and containers on other
+//! networks (the programs leave those alone); where cgroup2/BPF is missing, nat for remote
+//! clients and a proxy for loopback.
 //!
 //! Theory of operation: made once per process; if the ebpf programs cannot be loaded or
 //! attached, ONE line on stderr says why and that auto falls back. A plan is the union of the

@@ -1,28 +1,34 @@
 //! ebpf engine: socket-level redirection through pier-bpf's cgroup programs, for clients in the
-//! host's network namespace (no forwarding process, no NAT, no route_localnet); the programs
-//! leave every other namespace alone, containers included (auto serves those with nat).
+//! host's network namespace and in registered containers on the target's own network (no
+//! forwarding process, no NAT, no route_localnet); every other namespace, and a container
+//! dialling a target on another network, is left alone (auto serves those with nat).
 //!
 //! Theory of operation: [`ensure`] makes sure the programs are loaded and pinned once under
 //! `Settings::bpf_pin_dir` and attached to `Settings::bpf_cgroup` (a flock on the pin dir's
 //! parent serialises concurrent pier processes); "host" sockets are those of the network
 //! namespace pier runs in (its cookie is written into pier-bpf's config map at load, and pins
-//! made for another namespace are refused rather than silently serving the wrong one). A publish is map
-//! entries: for `-p P` the wildcard entry (it matches 127.0.0.0/8 and ::1) plus one entry per
-//! other host address read over netlink at plan time, each to the container's address of the
-//! same family or, for an IPv6 front, its IPv4 address (a dual-stack socket dials it
-//! v4-mapped). Each entry names its container in pier-bpf's owner map. Apply adds entries in a
+//! made for another namespace are refused rather than silently serving the wrong one). Pins of
+//! an older pier lack the client map: with nothing published in them they are replaced (one
+//! printed line), else kept and containers go without redirection until [`retire_old_pins`]
+//! (`pier gc`, once no port is published) removes them. Containers are registered as clients
+//! in clients.rs. A publish is map entries: for `-p P` the wildcard entry (it matches
+//! 127.0.0.0/8 and ::1) plus one entry per other host address read over netlink at plan time,
+//! each to the container's address of the same family or, for an IPv6 front, its IPv4 address
+//! (a dual-stack socket dials it v4-mapped). Each entry names its container in pier-bpf's owner
+//! map. Apply adds entries in a
 //! loop and deletes the ones it made if one fails; remove deletes entries (missing is fine).
 //!
 //! Section order (the same in every engine file): engine, plan, apply, remove.
 //! Privileges: root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN to mount bpffs).
-//! Tests: crates/publish/tests/priv_engines*.rs.
+//! Tests: crates/publish/tests/priv_engines*.rs (the matrix; an older pier's pins).
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
-use pier_bpf::{Mapping, Proto, Publisher};
+use pier_bpf::{Layout, Mapping, Proto, Publisher};
 
 use super::plan::Pair;
 use super::{Engine, Entry, PublishError, Settings, Target};
@@ -65,7 +71,9 @@ impl Engine for Ebpf {
 }
 
 /// Loads, pins and attaches the programs unless that was done; fails saying which facility is
-/// missing.
+/// missing. Pins of an older pier (no client map) are replaced when nothing is published in
+/// them, else kept with one printed line: containers are not redirected until `pier gc`
+/// retires them once no port is published.
 pub(crate) fn ensure(settings: &Settings) -> Result<(), PublishError> {
     let unavailable = |why: String| PublishError::Unavailable {
         engine: ENGINE,
@@ -77,20 +85,14 @@ pub(crate) fn ensure(settings: &Settings) -> Result<(), PublishError> {
         return Err(unavailable(format!("no cgroup2 at {}", cgroup.display())));
     }
     let pin_dir = &settings.bpf_pin_dir;
-    let parent = pin_dir.parent().unwrap_or(Path::new("/"));
-    pier_bpf::mount_bpffs(parent).map_err(|e| unavailable(e.to_string()))?;
-    let dir = std::fs::File::open(parent).map_err(|source| PublishError::Read {
-        path: parent.to_owned(),
-        source,
-    })?;
-    let _lock = Flock::lock(dir, FlockArg::LockExclusive).map_err(|(_, e)| PublishError::Read {
-        path: parent.to_owned(),
-        source: e.into(),
-    })?;
+    let _lock = lock_pins(settings)?;
     let cookie = own_netns_cookie()?;
-    if pin_dir.join(pier_bpf::PUBLISH_MAP).exists() {
+    if pier_bpf::layout(pin_dir) != Layout::Missing {
         attached(pin_dir).map_err(&unavailable)?;
-        return serves(pin_dir, cookie).map_err(unavailable);
+        serves(pin_dir, cookie).map_err(&unavailable)?;
+        if !replace_old(pin_dir)? {
+            return Ok(());
+        }
     }
     let programs = pier_bpf::Programs::load_and_pin_for(pin_dir, cookie)
         .map_err(|e| unavailable(e.to_string()))?;
@@ -102,6 +104,84 @@ pub(crate) fn ensure(settings: &Settings) -> Result<(), PublishError> {
     Ok(())
 }
 
+/// Whether this process printed the line about old pins it keeps.
+static OLD_PINS_KEPT: AtomicBool = AtomicBool::new(false);
+
+/// For pins in the current layout, false; for an older pier's: unpinned (true, to be loaded
+/// again) when nothing is published in them, else kept (false) with one printed line.
+fn replace_old(pin_dir: &Path) -> Result<bool, PublishError> {
+    if pier_bpf::layout(pin_dir) == Layout::Current {
+        return Ok(false);
+    }
+    if !nothing_published(pin_dir)? {
+        if !OLD_PINS_KEPT.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "pier: publish (ebpf): the programs pinned in {} by an older pier serve only the \
+                 host's clients and ports are published there, so containers reach published ports \
+                 through nat (auto) or not at all (ebpf); run `pier gc` once no container publishes \
+                 ports to reload them",
+                pin_dir.display()
+            );
+        }
+        return Ok(false);
+    }
+    pier_bpf::unpin_all(pin_dir).map_err(bpf_err("remove an older pier's pins"))?;
+    eprintln!(
+        "pier: publish (ebpf): reloading the programs pinned in {} by an older pier (nothing was \
+         published there)",
+        pin_dir.display()
+    );
+    Ok(true)
+}
+
+fn nothing_published(pin_dir: &Path) -> Result<bool, PublishError> {
+    let publisher = Publisher::open(pin_dir).map_err(bpf_err("open the map"))?;
+    let published = publisher.published().map_err(bpf_err("list the map"))?;
+    Ok(published.is_empty())
+}
+
+/// `pier gc`: removes an older pier's pins when nothing is published in them (the next ebpf
+/// publish loads the current programs); returns whether it did. Loads nothing.
+pub fn retire_old_pins(settings: &Settings) -> Result<bool, PublishError> {
+    if pier_bpf::layout(&settings.bpf_pin_dir) != Layout::Old {
+        return Ok(false);
+    }
+    let _lock = lock_pins(settings)?;
+    let pin_dir = &settings.bpf_pin_dir;
+    if pier_bpf::layout(pin_dir) != Layout::Old || !nothing_published(pin_dir)? {
+        return Ok(false);
+    }
+    pier_bpf::unpin_all(pin_dir).map_err(bpf_err("remove an older pier's pins"))?;
+    Ok(true)
+}
+
+/// Mounts bpffs on the pin dir's parent if needed and holds a flock on it, which serialises
+/// pier processes loading, replacing or retiring the pins.
+fn lock_pins(settings: &Settings) -> Result<Flock<std::fs::File>, PublishError> {
+    let pin_dir = &settings.bpf_pin_dir;
+    let parent = pin_dir.parent().unwrap_or(Path::new("/"));
+    pier_bpf::mount_bpffs(parent).map_err(|e| PublishError::Unavailable {
+        engine: ENGINE,
+        why: e.to_string(),
+    })?;
+    let dir = std::fs::File::open(parent).map_err(|source| PublishError::Read {
+        path: parent.to_owned(),
+        source,
+    })?;
+    Flock::lock(dir, FlockArg::LockExclusive).map_err(|(_, e)| PublishError::Read {
+        path: parent.to_owned(),
+        source: e.into(),
+    })
+}
+
+/// The pinned maps besides the publish map (not programs: no link to look for).
+const MAPS: [&str; 4] = [
+    pier_bpf::OWNER_MAP,
+    pier_bpf::CONFIG_MAP,
+    pier_bpf::CLIENTS_MAP,
+    "pier_orig",
+];
+
 /// The programs are pinned: every one must have its link pinned too.
 fn attached(pin_dir: &Path) -> Result<(), String> {
     let names: Vec<String> = std::fs::read_dir(pin_dir)
@@ -112,7 +192,7 @@ fn attached(pin_dir: &Path) -> Result<(), String> {
     let missing = names
         .iter()
         .filter(|n| n.starts_with("pier_") && n.as_str() != pier_bpf::PUBLISH_MAP)
-        .filter(|n| ![pier_bpf::OWNER_MAP, pier_bpf::CONFIG_MAP, "pier_orig"].contains(&n.as_str()))
+        .filter(|n| !MAPS.contains(&n.as_str()))
         .find(|n| !names.contains(&format!("link-{n}")));
     match missing {
         None => Ok(()),
@@ -125,7 +205,7 @@ fn attached(pin_dir: &Path) -> Result<(), String> {
 
 /// The pinned programs treat this namespace as the host (pins made from another namespace,
 /// say a test's, would leave loopback unpublished here).
-fn serves(pin_dir: &Path, cookie: u64) -> Result<(), String> {
+pub(crate) fn serves(pin_dir: &Path, cookie: u64) -> Result<(), String> {
     let pinned = pier_bpf::host_netns_cookie(pin_dir).map_err(|e| e.to_string())?;
     if pinned == cookie {
         return Ok(());
@@ -138,7 +218,7 @@ fn serves(pin_dir: &Path, cookie: u64) -> Result<(), String> {
 }
 
 /// The cookie of the network namespace the calling thread is in.
-fn own_netns_cookie() -> Result<u64, PublishError> {
+pub(crate) fn own_netns_cookie() -> Result<u64, PublishError> {
     let io_err = |source| PublishError::Unavailable {
         engine: ENGINE,
         why: format!("reading this network namespace's cookie (needs Linux 5.14+): {source}"),

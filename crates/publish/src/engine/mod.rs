@@ -12,7 +12,8 @@
 //! facility is missing. Shared: `plan.rs` (ports picked and checked, owners named through
 //! `sockets.rs`) and `apply.rs` (entries describe themselves, so one all-or-nothing apply and
 //! one idempotent remove serve every engine; [`Publish::apply_recorded`] also returns the
-//! proxy children's pids for the caller to record). An engine file implements only the internal
+//! proxy children's pids for the caller to record), `clients.rs` (containers registered with
+//! the ebpf programs as clients: [`register_client`], [`unregister_client`], [`sweep_clients`]). An engine file implements only the internal
 //! `Engine` trait (its name, its settings, its entries for the resolved pairs); [`Publish`] is
 //! implemented once over it, so plan, apply and remove cannot drift apart between engines.
 //! Every engine acts in the network namespace of the calling thread, and proxy children die
@@ -24,6 +25,7 @@
 //! latency with 1 vs 1,000 published ports.
 mod apply;
 mod auto;
+mod clients;
 mod ebpf;
 mod nat;
 mod plan;
@@ -35,6 +37,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use crate::{PortMapping, Protocol};
+
+pub use clients::{
+    client_netns, register_client, serves_clients, sweep_clients, unregister_client, ClientNetns,
+};
+pub use ebpf::retire_old_pins;
 
 /// The container a mapping forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,8 +2,11 @@
 //!
 //! Theory of operation: every lab is three kinds of anonymous network namespaces: a "host"
 //! with a bridge `pier-test-br` (198.18.2.1/24) to two "containers" (c1 198.18.2.2, c2
-//! 198.18.2.3, each running TCP and UDP echo servers on port 80) and a veth `pier-test-r`
-//! (198.18.1.1/24 and 198.18.1.5/24) to a "remote" client (198.18.1.2). The engine runs on one
+//! 198.18.2.3, each running TCP and UDP echo servers on port 80), a second bridge
+//! `pier-test-br2` (198.18.3.1/24) to a container on another network (c3 198.18.3.2), and a
+//! veth `pier-test-r` (198.18.1.1/24 and 198.18.1.5/24) to a "remote" client (198.18.1.2).
+//! With the ebpf programs loaded, the containers are registered as clients on their own
+//! networks (as the engine's run does), and unregistered after the removal. The engine runs on one
 //! thread inside the host namespace for the whole publish (its proxy children die with that
 //! thread), with a private bpffs for its pins and a `pier-test-` cgroup2 directory for its
 //! programs. Clients are processes: this test binary re-run with `PIER_TEST_CLIENT` set,
@@ -32,7 +35,10 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recv, send, MsgFlags};
 use pier_net::netns::NetNs;
 use pier_net::{Netlink, Route};
-use pier_publish::engine::{select, Entry, Mode, Publish, Published, Settings, Target};
+use pier_publish::engine::{
+    client_netns, register_client, select, unregister_client, Entry, Mode, Publish, PublishError,
+    Published, Settings, Target,
+};
 use pier_publish::PortMapping;
 
 mod bpf_home;
@@ -47,6 +53,9 @@ pub const C1_6: &str = "2001:2:0:2::2";
 pub const C2_6: &str = "2001:2:0:2::3";
 pub const C1: &str = "198.18.2.2";
 pub const C2: &str = "198.18.2.3";
+/// The container on another network (bridge `pier-test-br2`).
+pub const C3: &str = "198.18.3.2";
+pub const C3_6: &str = "2001:2:0:3::2";
 /// How long a client waits for a connection or a datagram before calling it unreachable.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 /// Bytes echoed over TCP.
@@ -93,6 +102,7 @@ pub struct Lab {
     pub host: NetNs,
     pub c1: NetNs,
     pub c2: NetNs,
+    pub c3: NetNs,
     pub remote: NetNs,
     pub settings: Settings,
 }
@@ -106,10 +116,11 @@ impl Lab {
             host: NetNs::new_anonymous().unwrap(),
             c1: NetNs::new_anonymous().unwrap(),
             c2: NetNs::new_anonymous().unwrap(),
+            c3: NetNs::new_anonymous().unwrap(),
             remote: NetNs::new_anonymous().unwrap(),
             settings,
         };
-        for ns in [&lab.host, &lab.c1, &lab.c2, &lab.remote] {
+        for ns in [&lab.host, &lab.c1, &lab.c2, &lab.c3, &lab.remote] {
             ns.run(no_dad).unwrap();
         }
         lab.host.run(|| wire_host(&lab)).unwrap();
@@ -119,10 +130,13 @@ impl Lab {
         lab.c2
             .run(|| inside([C2, C2_6], ["198.18.2.1", "2001:2:0:2::1"]))
             .unwrap();
+        lab.c3
+            .run(|| inside([C3, C3_6], ["198.18.3.1", "2001:2:0:3::1"]))
+            .unwrap();
         lab.remote
             .run(|| inside([REMOTE_ADDR, REMOTE_ADDR6], [HOST_ADDR, HOST_ADDR6]))
             .unwrap();
-        for ns in [&lab.c1, &lab.c2] {
+        for ns in [&lab.c1, &lab.c2, &lab.c3] {
             // Dual-stack: IPv4 clients arrive as v4-mapped peers.
             let (tcp, udp) = ns
                 .run(|| {
@@ -160,14 +174,16 @@ impl Lab {
 
 fn wire_host(lab: &Lab) {
     let mut nl = Netlink::open().unwrap();
-    nl.create_bridge("pier-test-br").unwrap();
-    let bridge = index(&mut nl, "pier-test-br");
-    nl.add_address(bridge, ip("198.18.2.1"), 24).unwrap();
-    nl.add_address(bridge, ip("2001:2:0:2::1"), 64).unwrap();
-    nl.set_up(bridge, true).unwrap();
-    for (port, ns) in [("pier-test-c1", &lab.c1), ("pier-test-c2", &lab.c2)] {
+    wire_bridge(&mut nl, "pier-test-br", ["198.18.2.1", "2001:2:0:2::1"]);
+    wire_bridge(&mut nl, "pier-test-br2", ["198.18.3.1", "2001:2:0:3::1"]);
+    for (port, ns, bridge) in [
+        ("pier-test-c1", &lab.c1, "pier-test-br"),
+        ("pier-test-c2", &lab.c2, "pier-test-br"),
+        ("pier-test-c3", &lab.c3, "pier-test-br2"),
+    ] {
         nl.create_veth(port, "eth0", Some(ns.fd())).unwrap();
         let veth = index(&mut nl, port);
+        let bridge = index(&mut nl, bridge);
         nl.set_master(veth, bridge).unwrap();
         nl.set_up(veth, true).unwrap();
         let args = [
@@ -193,6 +209,15 @@ fn wire_host(lab: &Lab) {
     nl.set_up(lo, true).unwrap();
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1\n").unwrap();
     std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1\n").unwrap();
+}
+
+/// A bridge `name` with an IPv4 /24 and an IPv6 /64, up.
+fn wire_bridge(nl: &mut Netlink, name: &str, addrs: [&str; 2]) {
+    nl.create_bridge(name).unwrap();
+    let bridge = index(nl, name);
+    nl.add_address(bridge, ip(addrs[0]), 24).unwrap();
+    nl.add_address(bridge, ip(addrs[1]), 64).unwrap();
+    nl.set_up(bridge, true).unwrap();
 }
 
 /// IPv6 addresses usable at once (no duplicate address detection) in this namespace's links.
@@ -298,6 +323,17 @@ pub fn with_engine<R>(
                             return;
                         }
                     };
+                    if matches!(mode, Mode::Nat | Mode::Auto) {
+                        other_network();
+                    }
+                    // Registered exactly when programs serving this namespace are loaded.
+                    let loaded = pier_bpf::layout(&lab.settings.bpf_pin_dir);
+                    let registered = register_clients(lab);
+                    assert_eq!(registered, loaded == pier_bpf::Layout::Current, "{mode:?}");
+                    assert!(
+                        registered || mode != Mode::Ebpf,
+                        "ebpf: containers registered"
+                    );
                     let outcomes: Vec<_> = mappings
                         .iter()
                         .map(|m| {
@@ -320,6 +356,7 @@ pub fn with_engine<R>(
                     let removed = engine
                         .remove(&all)
                         .and_then(|()| engine.remove(&all))
+                        .and_then(|()| unregister_clients(lab))
                         .map_err(|e| e.to_string());
                     let _ = done_tx.send(removed);
                 })
@@ -333,6 +370,42 @@ pub fn with_engine<R>(
         removed.expect("remove, twice");
         result
     })
+}
+
+/// c3's bridge as a pier network of the nat engine (as `pier network create` makes it), so c3 is
+/// a container of another pier network, not a stranger on a foreign interface.
+fn other_network() {
+    let subnet = "198.18.3.0/24".parse().unwrap();
+    pier_net::nft::Table.ensure().unwrap();
+    pier_net::nft::Table
+        .add_network(subnet, "pier-test-br2")
+        .unwrap();
+}
+
+/// The container namespaces with their networks: c1 and c2 on the first bridge, c3 on the other.
+fn client_namespaces(lab: &Lab) -> [(&NetNs, [(IpAddr, u8); 2]); 3] {
+    let net = [(ip("198.18.2.0"), 24), (ip("2001:2:0:2::"), 64)];
+    let other = [(ip("198.18.3.0"), 24), (ip("2001:2:0:3::"), 64)];
+    [(&lab.c1, net), (&lab.c2, net), (&lab.c3, other)]
+}
+
+/// Registers the containers as the engine's run does (on the host's thread); whether the
+/// programs took them (only when loaded: ebpf, auto).
+fn register_clients(lab: &Lab) -> bool {
+    let mut taken = Vec::new();
+    for (ns, subnets) in client_namespaces(lab) {
+        let netns = client_netns(ns.fd()).unwrap();
+        taken.push(register_client(&lab.settings, netns, &subnets).unwrap());
+    }
+    assert!(taken.iter().all(|t| *t == taken[0]), "{taken:?}");
+    taken[0]
+}
+
+fn unregister_clients(lab: &Lab) -> Result<(), PublishError> {
+    for (ns, _) in client_namespaces(lab) {
+        unregister_client(&lab.settings, client_netns(ns.fd())?.cookie)?;
+    }
+    Ok(())
 }
 
 /// Where a client runs.
@@ -350,10 +423,12 @@ pub enum Client {
     Own,
     /// c2 to c1's published port.
     Other,
+    /// c3, on another network, to c1's published port.
+    Foreign,
 }
 
 impl Client {
-    pub const ALL: [Client; 8] = [
+    pub const ALL: [Client; 9] = [
         Client::Host127,
         Client::Host6,
         Client::HostAddr,
@@ -362,6 +437,7 @@ impl Client {
         Client::Remote6,
         Client::Own,
         Client::Other,
+        Client::Foreign,
     ];
 
     fn netns<'a>(&self, lab: &'a Lab) -> &'a NetNs {
@@ -370,6 +446,7 @@ impl Client {
             Client::Remote | Client::Remote6 => &lab.remote,
             Client::Own => &lab.c1,
             Client::Other => &lab.c2,
+            Client::Foreign => &lab.c3,
         }
     }
 
