@@ -14,15 +14,20 @@
 //! timed sequential TCP connects (connect + close, timed from the client's namespace), then one
 //! wrk -c1 run.
 //!
-//! Cells are interleaved: every round measures every (port count, row) once, and each round
-//! starts one place further in both lists. This machine (a 2-vCPU VM) switches between a fast
-//! and a slow state for seconds at a time (a plain loopback connect: 13 µs vs ~20 µs; a remote
-//! connect through pier: ~28 µs vs ~35 µs), so with all rounds of one port count back to back,
-//! as before, a state change between port counts showed up as a step in connect latency that
-//! had nothing to do with the ports (1→100→1,000: 29→34→34 µs; with the order reversed the step
-//! followed the clock, not the port count). The report gives per row and N the medians over
-//! rounds, and the 1,000-to-1 ratio of connect latency (issue 5's goal: ≤ 1.05), of the median
-//! and of the 10th percentile (a per-port cost moves both; the slow state mostly the median).
+//! Cells are interleaved: every round measures every (port count, row) cell once, and each
+//! round starts one place further in both lists. The reason: this machine (a 2-vCPU VM) switches
+//! between a fast and a slow state for milliseconds to seconds at a time, whatever pier does (a
+//! plain loopback connect in an empty namespace: 12–14 µs or 18–26 µs, 4–63% of them slow per
+//! run of 2,000), so a sample's median lands in either mode. With all rounds of one port count
+//! back to back, a slow spell over one count's cells made a step that had nothing to do with
+//! the ports (remote: 29→34→34 µs for 1→100→1,000 ports; reruns gave ratios 0.73–1.20; the
+//! interleaved method 0.93–1.00 for pier's rows, and a 10th-percentile ratio of 0.97–1.01).
+//! The report gives per row and N the medians over rounds and the last-to-first ratio of the
+//! connect latency (issue 5's goal for 1,000 ports versus 1: ≤ 1.05), of the median and of the
+//! 10th percentile: a per-port cost (Docker's rule list) moves both, the slow state mostly the
+//! median. A run dials each port rows × rounds × 220 times: far from the ~23,000 connects to
+//! one destination within two minutes after which connect(2) was seen spending ~2 ms looking
+//! for a source port not in TIME_WAIT.
 //!
 //! Privileges: root. Black-box test: tests/bench_scale.rs (never timing asserts).
 use super::interrupt;
