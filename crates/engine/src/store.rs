@@ -11,9 +11,11 @@
 //! Docker: full id, then name, then a unique id prefix (an ambiguous one names the candidates).
 //! Liveness of the processes named in a record (the init, the responsible front or monitor) is
 //! pid + start time from `/proc`, so a recycled pid never counts as alive.
-//! A removed container that had exited leaves its exit code in `<state>/exits/<id>` for
-//! [`EXIT_KEPT`] (as Podman keeps exit codes), so a `pier wait` that began before a `--rm`
-//! removal still reports the code; the sweep at every command deletes older ones.
+//! A removed container that had exited leaves its exit code in `<state>/exits/<minute>/<id>`
+//! for about [`EXIT_KEPT`] (as Podman keeps exit codes), so a `pier wait` that began before a
+//! `--rm` removal still reports the code. Codes are grouped by the minute of removal so that
+//! the sweep at every command drops whole old minutes without looking at each file (a busy
+//! host removes hundreds of containers in five minutes).
 //! Privileges: write access to the state directory. Tests: unit tests below.
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -30,6 +32,7 @@ use pier_publish::engine::{Entry, Published};
 const RECORD: &str = "record.json";
 /// How long the exit code of a removed container stays readable.
 pub const EXIT_KEPT: std::time::Duration = std::time::Duration::from_secs(300);
+const MINUTE: u64 = 60;
 
 /// Where a container is in its life (the live state of its processes is checked apart).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,8 +187,20 @@ impl Store {
 
     /// The exit code container `id` left when it was removed (within [`EXIT_KEPT`]).
     pub fn exit_code(&self, id: &str) -> Option<i32> {
-        let text = fs::read_to_string(self.exits().join(id)).ok()?;
-        text.trim().parse().ok()
+        let minutes = fs::read_dir(self.exits()).ok()?.flatten();
+        let mut found = minutes.filter_map(|m| fs::read_to_string(m.path().join(id)).ok());
+        found.next()?.trim().parse().ok()
+    }
+
+    /// Removes the minutes of exit codes older than [`EXIT_KEPT`].
+    fn sweep_exits(&self) {
+        let oldest = minute_now().saturating_sub(EXIT_KEPT.as_secs() / MINUTE);
+        for entry in fs::read_dir(self.exits()).into_iter().flatten().flatten() {
+            let minute = entry.file_name().to_string_lossy().parse::<u64>();
+            if minute.map_or(true, |m| m < oldest) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
     }
 
     /// The directory of container `id`.
@@ -369,9 +384,9 @@ impl Store {
             ..
         }) = self.load(id)
         {
-            let exits = self.exits();
-            fs::create_dir_all(&exits).map_err(io_err("create directory", &exits))?;
-            let path = exits.join(id);
+            let minute = self.exits().join(minute_now().to_string());
+            fs::create_dir_all(&minute).map_err(io_err("create directory", &minute))?;
+            let path = minute.join(id);
             pier_runtime::state::write_atomic(&path, code.to_string().as_bytes())
                 .map_err(io_err("write exit code", &path))?;
         }
@@ -403,17 +418,15 @@ impl Store {
                 removed.push(format!("name {name} without a container"));
             }
         }
-        for entry in fs::read_dir(self.exits()).into_iter().flatten().flatten() {
-            let age = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .map(|t| t.elapsed());
-            if age.is_ok_and(|a| a.is_ok_and(|a| a > EXIT_KEPT)) {
-                let _ = fs::remove_file(entry.path());
-            }
-        }
+        self.sweep_exits();
         Ok(removed)
     }
+}
+
+/// Minutes since the epoch (the name of a directory of exit codes).
+fn minute_now() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_secs() / MINUTE)
 }
 
 fn check_name(name: &str) -> Result<(), StoreError> {
@@ -552,6 +565,25 @@ mod tests {
             store.load(&record.id).expect("load").client_cookie,
             Some(4097)
         );
+    }
+
+    #[test]
+    fn a_removed_containers_exit_code_is_kept_and_old_minutes_are_swept() {
+        let (_dir, store) = store();
+        let mut record = store.register(&config(Some("gone"))).expect("register");
+        record.exit_code = Some(3);
+        store.save(&record).expect("save");
+        store.remove(&record.id, "gone").expect("remove");
+        assert_eq!(store.exit_code(&record.id), Some(3));
+        let never = store.register(&config(None)).expect("register");
+        store.remove(&never.id, "").expect("remove");
+        assert_eq!(store.exit_code(&never.id), None, "no exit, no code");
+        let old = store.exits().join((minute_now() - 6).to_string());
+        fs::create_dir_all(&old).expect("old minute");
+        fs::write(old.join("x"), "1").expect("old code");
+        store.sweep().expect("sweep");
+        assert!(!old.exists(), "an old minute is swept");
+        assert_eq!(store.exit_code(&record.id), Some(3), "a recent one stays");
     }
 
     #[test]
