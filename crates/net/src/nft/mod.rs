@@ -20,9 +20,9 @@
 //! iptables-nft `ip filter FORWARD` drops by policy (Docker), [`Table::add_network`] also adds
 //! accept rules commented "pier" there (see docker.rs); [`Table::teardown`] removes those and
 //! the table.
-//! Two transports: what happens once or rarely (the table and its chains, a network's
-//! registration and removal, teardown) goes to the `nft` binary; what happens per container
-//! (publish, withdraw, the listing a port pick or a conflict needs) is nfnetlink spoken
+//! Two transports: the table, its chains and rules ([`Table::ensure`], once), Docker's rules and
+//! teardown go to the `nft` binary; every element (publish, withdraw, the listing a port pick or
+//! a conflict needs, a network's registration and removal, routed marks) is nfnetlink spoken
 //! in-process (wire.rs, socket.rs), since an `nft` spawn costs about 3.4 ms against the
 //! kernel's microseconds. The publish path lists nothing: [`Table::publish_on`] carries its
 //! bridge's set elements (idempotent adds) in the same transaction and ensures the table only
@@ -31,8 +31,8 @@
 //!
 //! Why not the `nftables` crate (JSON to `nft -j -f -`): nft 1.0.6's JSON input breaks on a
 //! map with concatenated data (see rules.rs), which is the heart of this table; so the table
-//! goes to `nft -f -` in native syntax (one transaction) and only Docker's rules and the
-//! existence check of `remove_network` use JSON listings, by hand with serde_json.
+//! goes to `nft -f -` in native syntax (one transaction) and only Docker's rules use JSON, by
+//! hand with serde_json.
 //! Privileges: `CAP_NET_ADMIN` in the network namespace of the calling thread (nft inherits it).
 //! Tests: crates/net/tests/priv_nft.rs (root, own namespaces).
 mod docker;
