@@ -216,6 +216,9 @@ fn check_rows(report: &Value, wanted: &[&str]) {
                 .as_f64()
                 .is_some_and(|v| v >= 0.0));
             assert!(cell["ratio_to_direct"].as_f64().is_some());
+            assert!(cell["ratio_paired"]["median"].as_f64().is_some(), "{cell:#}");
+            assert_eq!(cell["ratio_paired"]["rounds"], 1, "{cell:#}");
+            assert_eq!(cell["samples"][0]["round"], 0, "{cell:#}");
         }
     }
 }

@@ -32,6 +32,7 @@
 //! Privileges: root. Black-box test: tests/bench_scale.rs (never timing asserts).
 use super::interrupt;
 use super::net::{engine, host, load, peers, report::median, topo, Client};
+use super::stats::rotated;
 use anyhow::Context;
 use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -268,11 +269,6 @@ struct Ctx<'a> {
     wrk: &'a Path,
 }
 
-/// `0..len` starting at `round % len`: each round starts one place further.
-fn rotated(len: usize, round: usize) -> impl Iterator<Item = usize> {
-    (0..len).map(move |i| (i + round) % len)
-}
-
 /// One sample of every (port count, row) cell that has not failed, in rotated order.
 fn measure_round(args: &Args, ctx: &Ctx, round: usize, out: &mut [RowOut]) {
     let rows = out.len();
@@ -483,12 +479,6 @@ mod tests {
         std::thread::spawn(move || listener.incoming().take(CONNECTS).for_each(drop));
         let times = in_client_ns(None, move || connect_times(target, CONNECTS)).expect("thread");
         assert_eq!(times.expect("connects").len(), CONNECTS);
-    }
-
-    #[test]
-    fn every_round_visits_every_cell_once_starting_one_further() {
-        let rounds: Vec<Vec<usize>> = (0..4).map(|r| rotated(3, r).collect()).collect();
-        assert_eq!(rounds, [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]);
     }
 
     #[test]

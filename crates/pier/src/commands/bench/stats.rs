@@ -59,6 +59,12 @@ pub fn interleave(rows: usize, warmup: usize, runs: usize) -> impl Iterator<Item
     phase(true, warmup).chain(phase(false, runs))
 }
 
+/// `0..len` starting at `round % len`: each round starts one place further, so no row is always
+/// measured first (right after whatever the previous round's last cell left behind).
+pub fn rotated(len: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..len).map(move |i| (i + round) % len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +116,12 @@ mod tests {
             (false, 1, 2),
         ];
         assert_eq!(steps, expected);
+    }
+
+    #[test]
+    fn every_round_visits_every_row_once_starting_one_further() {
+        let rounds: Vec<Vec<usize>> = (0..4).map(|r| rotated(3, r).collect()).collect();
+        assert_eq!(rounds, [[0, 1, 2], [1, 2, 0], [2, 0, 1], [0, 1, 2]]);
     }
 
     #[test]

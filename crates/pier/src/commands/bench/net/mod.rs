@@ -5,10 +5,14 @@
 //! benchmark's own with `--server netns`), pinned to `--cpuset` and limited to `--cpus`; make
 //! the client side (`local` 127.0.0.1, `remote` a namespace joined by veth, `ipv6` ::1); set every
 //! row up once (`peers.rs`; rows whose program is missing are skipped, rows whose setup fails are
-//! marked failed with the reason); then run the schedule: for each round, for each row, for each
-//! concurrency, one wrk cell (`load.rs`). Rows are interleaved round by round so machine drift
-//! hits every row alike; the report gives the median and min–max over rounds (`report.rs`,
-//! `svg.rs`). A cell that fails marks its row failed and the run goes on. Everything the run
+//! marked failed with the reason); then run the schedule: for each round, for each concurrency,
+//! for each row, one wrk cell (`load.rs`), the row order rotated one place each round (as
+//! `pier bench scale` does). So the cells compared with each other (every row at one
+//! concurrency in one round) run back to back: this 2-core VM drifts between a fast and a slow
+//! state (one cell's rounds spread ±10–20%), and drift between the direct cell and the auto
+//! cell would land in their ratio. The report gives the median and min–max over rounds and the
+//! paired ratio to the reference row: the median over rounds of the per-round ratio of the two
+//! cells (`report.rs`, `svg.rs`). A cell that fails marks its row failed and the run goes on. Everything the run
 //! changed is on a cleanup stack (`host.rs`) unwound at the end, on error and on Ctrl-C
 //! (`../interrupt.rs`); namespaces of runs that were killed outright are swept at the next start.
 //!
@@ -28,9 +32,11 @@ mod svg;
 pub(super) mod topo;
 
 use super::interrupt;
+use super::stats::rotated;
 use anyhow::Context;
 use host::{which, Cleanup};
 use peers::{Ready, RowKind, Setup};
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -110,8 +116,9 @@ pub struct Row {
     pub target: Option<SocketAddr>,
     pub forwarders: Vec<i32>,
     pub failure: Option<String>,
-    /// Samples per concurrency, in `--conc` order.
-    pub samples: Vec<Vec<load::Sample>>,
+    /// Samples per concurrency (in `--conc` order), by round (from 0); a round whose cell failed
+    /// or did not run has none.
+    pub samples: Vec<BTreeMap<u32, load::Sample>>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -279,7 +286,7 @@ fn row_of(
         target: None,
         forwarders: Vec::new(),
         failure: None,
-        samples: vec![Vec::new(); cells],
+        samples: vec![BTreeMap::new(); cells],
     };
     match prepared {
         Ok(ready) => {
@@ -296,52 +303,69 @@ fn row_of(
     row
 }
 
-/// Runs the interleaved schedule.
+/// Runs the interleaved schedule: round, concurrency, then every row in rotated order.
 fn measure(args: &Args, wrk: &Path, client: &ClientSide, rows: &mut [Row], work: &Path) {
     let total = args.rounds as usize * rows.len() * args.conc.len();
     let mut progress = Progress::new(total);
     for round in 0..args.rounds {
-        for row in rows.iter_mut() {
-            for (cell, &conc) in args.conc.iter().enumerate() {
+        for (cell, &conc) in args.conc.iter().enumerate() {
+            for at in rotated(rows.len(), round as usize) {
+                let row = &mut rows[at];
                 progress.step(round, row.kind, conc);
-                let (Some(target), None) = (row.target, &row.failure) else {
-                    continue;
-                };
                 if interrupt::stopped() {
                     progress.done();
                     return;
                 }
-                let url = match target {
-                    SocketAddr::V6(a) => format!("http://[{}]:{}/ping", a.ip(), a.port()),
-                    SocketAddr::V4(a) => format!("http://{a}/ping"),
-                };
-                let load = load::Load {
-                    wrk,
-                    netns: client.netns.as_deref(),
-                    url: &url,
-                    connections: conc,
-                    duration: Duration::from_secs(args.duration),
-                };
-                let pgbench = pg::Bench {
-                    netns: client.netns.as_deref(),
-                    target,
-                    clients: conc,
-                    duration: load.duration,
-                    log_dir: work,
-                };
-                let measured = match args.workload {
-                    Workload::Http => load::measure(&load, &row.forwarders),
-                    Workload::Pg => pg::measure(&pgbench, &row.forwarders),
-                };
-                match measured {
-                    Ok(sample) => row.samples[cell].push(sample),
-                    Err(_) if interrupt::stopped() => {}
-                    Err(reason) => row.failure = Some(format!("at -c{conc}: {reason}")),
-                }
+                measure_cell(args, wrk, client, row, work, (round, cell, conc));
             }
         }
     }
     progress.done();
+}
+
+/// One cell: `row` at `--conc[cell]` = `conc` in `round`; a failure marks the row failed.
+fn measure_cell(
+    args: &Args,
+    wrk: &Path,
+    client: &ClientSide,
+    row: &mut Row,
+    work: &Path,
+    (round, cell, conc): (u32, usize, u32),
+) {
+    let (Some(target), None) = (row.target, &row.failure) else {
+        return;
+    };
+    let url = match target {
+        SocketAddr::V6(a) => format!("http://[{}]:{}/ping", a.ip(), a.port()),
+        SocketAddr::V4(a) => format!("http://{a}/ping"),
+    };
+    let load = load::Load {
+        wrk,
+        netns: client.netns.as_deref(),
+        url: &url,
+        connections: conc,
+        duration: Duration::from_secs(args.duration),
+    };
+    let measured = match args.workload {
+        Workload::Http => load::measure(&load, &row.forwarders),
+        Workload::Pg => pg::measure(
+            &pg::Bench {
+                netns: client.netns.as_deref(),
+                target,
+                clients: conc,
+                duration: load.duration,
+                log_dir: work,
+            },
+            &row.forwarders,
+        ),
+    };
+    match measured {
+        Ok(sample) => {
+            row.samples[cell].insert(round, sample);
+        }
+        Err(_) if interrupt::stopped() => {}
+        Err(reason) => row.failure = Some(format!("at -c{conc}: {reason}")),
+    }
 }
 
 /// The progress bar on stderr: redrawn in place on a terminal, one line per round otherwise.

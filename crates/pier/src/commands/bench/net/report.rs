@@ -1,17 +1,27 @@
 //! The report of `pier bench net`: per row and concurrency the median and min–max over rounds of
 //! requests/s, the medians of p50/p99 latency and of forwarder CPU (% of a core, µs per request),
-//! and the ratio of the row's median requests/s to the direct row's; as terminal tables laid out
-//! like seed 000's summary (rows down, `wrk -cN` across, a cell "CPU% req/s") and as JSON.
+//! and the paired ratio of the row's requests/s to the reference row's; as terminal tables laid
+//! out like seed 000's summary (rows down, `wrk -cN` across, a cell "CPU% req/s") and as JSON.
+//!
+//! The paired ratio: for each round in which both cells (this row and the reference row at the
+//! same concurrency) were measured, this row's requests/s over the reference's; then the median
+//! and min–max of those per-round ratios. The two cells of a pair run back to back (see the
+//! schedule in `mod.rs`), so the machine's drift between rounds cancels out of each ratio, which
+//! a ratio of the two medians (kept as `ratio_to_direct`) does not do. A round in which either
+//! cell failed or did not run is left out of that pair; `rounds` counts the pairs used.
 //!
 //! JSON shape: `{"benchmark":"net","workload":"http","client","duration_s","rounds","concurrency":[..],
 //! "server","cpuset","machine":{"cores","kernel","cpu","versions":{..}},
 //! "rows":[{"row","label","command","status":"ok"|"failed","reason","cells":[{"connections",
-//! "samples":[{"requests_per_s","requests","errors","p50_us","p99_us","cpu_percent","cpu_us_per_request"}],
-//! "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent","cpu_us_per_request",
-//! "ratio_to_direct"}]}], "skipped":[{"row","reason"}], "notes":[..], "interrupted",
-//! "ratio_base"}`. `ratio_to_direct` is against `ratio_base`: the direct row (for every client:
-//! the benchmark's network is routed, so the remote client reaches the container's address too),
-//! or the host row when direct was not measured (left out with `--rows`, or failed).
+//! "samples":[{"round","requests_per_s","requests","errors","p50_us","p99_us","cpu_percent",
+//! "cpu_us_per_request"}], "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent",
+//! "cpu_us_per_request","ratio_to_direct","ratio_paired":{"median","min","max","rounds"}}]}],
+//! "skipped":[{"row","reason"}], "notes":[..], "interrupted","ratio_base"}`. Both ratios are
+//! against `ratio_base`: the direct row (for every client: the benchmark's network is routed, so
+//! the remote client reaches the container's address too), or the host row when direct was not
+//! measured (left out with `--rows`, or failed before its first cell). `ratio_to_direct` is the
+//! ratio of the two medians over rounds; `ratio_paired` the paired ratio above (`round` counts
+//! from 0).
 //!
 //! Pure code apart from reading the machine's facts; unit tests below.
 use super::load::Sample;
@@ -64,13 +74,31 @@ pub struct RowOut {
 #[derive(Debug, Serialize)]
 pub struct CellOut {
     pub connections: u32,
-    pub samples: Vec<Sample>,
+    pub samples: Vec<RoundSample>,
     pub requests_per_s: Option<Spread>,
     pub p50_us: Option<f64>,
     pub p99_us: Option<f64>,
     pub cpu_percent: Option<f64>,
     pub cpu_us_per_request: Option<f64>,
     pub ratio_to_direct: Option<f64>,
+    pub ratio_paired: Option<Paired>,
+}
+
+/// One cell's sample with the round it was taken in.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct RoundSample {
+    pub round: u32,
+    #[serde(flatten)]
+    pub sample: Sample,
+}
+
+/// The paired ratio: median and min–max of the per-round ratios, over `rounds` pairs.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Paired {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub rounds: usize,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, PartialEq)]
@@ -105,18 +133,59 @@ fn spread(values: &[f64]) -> Option<Spread> {
     Some(Spread { median, min, max })
 }
 
-fn cell(connections: u32, samples: &[Sample], direct: Option<f64>) -> CellOut {
-    let of = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
-    let rps = spread(&samples.iter().map(|s| s.requests_per_s).collect::<Vec<_>>());
+/// The paired ratio of `row` to `base`, both keyed by round: the per-round ratios over the
+/// rounds present in both (with a positive base), summarised; None when no round pairs up.
+pub fn paired(row: &BTreeMap<u32, f64>, base: &BTreeMap<u32, f64>) -> Option<Paired> {
+    let ratios: Vec<f64> = row
+        .iter()
+        .filter_map(|(round, value)| base.get(round).filter(|b| **b > 0.0).map(|b| value / b))
+        .collect();
+    let s = spread(&ratios)?;
+    Some(Paired {
+        median: s.median,
+        min: s.min,
+        max: s.max,
+        rounds: ratios.len(),
+    })
+}
+
+/// Requests/s by round.
+fn rps_by_round(samples: &BTreeMap<u32, Sample>) -> BTreeMap<u32, f64> {
+    samples
+        .iter()
+        .map(|(&round, s)| (round, s.requests_per_s))
+        .collect()
+}
+
+/// One cell's figures; `base`: the reference row's samples at the same concurrency.
+fn cell(
+    connections: u32,
+    samples: &BTreeMap<u32, Sample>,
+    base: Option<&BTreeMap<u32, Sample>>,
+) -> CellOut {
+    let of = |f: fn(&Sample) -> f64| median(&samples.values().map(f).collect::<Vec<_>>());
+    let rps = spread(
+        &samples
+            .values()
+            .map(|s| s.requests_per_s)
+            .collect::<Vec<_>>(),
+    );
+    let by_round = rps_by_round(samples);
+    let base_rps = base.map(rps_by_round).unwrap_or_default();
+    let base_median = median(&base_rps.values().copied().collect::<Vec<_>>());
     CellOut {
         connections,
-        samples: samples.to_vec(),
+        samples: samples
+            .iter()
+            .map(|(&round, &sample)| RoundSample { round, sample })
+            .collect(),
         requests_per_s: rps,
         p50_us: of(|s| s.p50_us),
         p99_us: of(|s| s.p99_us),
         cpu_percent: of(|s| s.cpu_percent),
         cpu_us_per_request: of(|s| s.cpu_us_per_request),
-        ratio_to_direct: rps.zip(direct).map(|(r, d)| r.median / d),
+        ratio_to_direct: rps.zip(base_median).map(|(r, d)| r.median / d),
+        ratio_paired: paired(&by_round, &base_rps),
     }
 }
 
@@ -130,19 +199,12 @@ pub fn build(
     notes: Vec<String>,
     wrk: &Path,
 ) -> NetReport {
-    let ok = |kind: RowKind| rows.iter().find(|r| r.kind == kind && r.failure.is_none());
-    let direct = ok(RowKind::Direct).or_else(|| ok(RowKind::Host));
-    let ratio_base = direct.map(|r| r.kind);
-    let direct_median = |i: usize| {
-        direct.and_then(|d| {
-            median(
-                &d.samples[i]
-                    .iter()
-                    .map(|s| s.requests_per_s)
-                    .collect::<Vec<_>>(),
-            )
-        })
+    let measured = |kind: RowKind| {
+        rows.iter()
+            .find(|r| r.kind == kind && r.samples.iter().any(|c| !c.is_empty()))
     };
+    let base = measured(RowKind::Direct).or_else(|| measured(RowKind::Host));
+    let ratio_base = base.map(|r| r.kind);
     let rows_out = rows
         .iter()
         .map(|row| RowOut {
@@ -159,14 +221,14 @@ pub fn build(
                 .conc
                 .iter()
                 .enumerate()
-                .map(|(i, &c)| cell(c, &row.samples[i], direct_median(i)))
+                .map(|(i, &c)| cell(c, &row.samples[i], base.map(|b| &b.samples[i])))
                 .collect(),
         })
         .collect();
     let mut notes = notes;
     let errors: u64 = rows
         .iter()
-        .flat_map(|r| r.samples.iter().flatten())
+        .flat_map(|r| r.samples.iter().flat_map(BTreeMap::values))
         .map(|s| s.errors)
         .sum();
     if errors > 0 {
@@ -273,9 +335,14 @@ pub fn render(report: &NetReport) -> String {
             c.requests_per_s
                 .map(|s| format!("{:.0}–{:.0}", s.min, s.max))
         }),
-        ("ratio of requests/s to BASE", |c| {
-            c.ratio_to_direct.map(|r| format!("{r:.2}×"))
-        }),
+        (
+            "paired ratio of requests/s to BASE: median over rounds of the ratio of the two cells \
+             measured back to back in one round (min–max)",
+            |c| {
+                c.ratio_paired
+                    .map(|p| format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max))
+            },
+        ),
         ("latency p50 / p99 (µs)", |c| {
             Some(format!("{:.0} / {:.0}", c.p50_us?, c.p99_us?))
         }),
@@ -387,18 +454,78 @@ mod tests {
         );
     }
 
+    /// Values keyed by round, a `None` standing for a round whose cell failed.
+    fn by_round(values: &[Option<f64>]) -> BTreeMap<u32, f64> {
+        (0u32..)
+            .zip(values)
+            .filter_map(|(round, v)| v.map(|v| (round, v)))
+            .collect()
+    }
+
     #[test]
-    fn cell_ratio_is_against_the_direct_median() {
-        let samples = [
-            sample(10_000.0, 40.0),
-            sample(12_000.0, 44.0),
-            sample(11_000.0, 42.0),
-        ];
-        let c = cell(4, &samples, Some(22_000.0));
+    fn paired_ratio_is_the_median_of_per_round_ratios() {
+        let row = by_round(&[Some(90.0), Some(110.0), Some(60.0)]);
+        let base = by_round(&[Some(100.0), Some(100.0), Some(50.0)]);
+        let p = paired(&row, &base).expect("paired");
+        assert_eq!((p.median, p.min, p.max, p.rounds), (1.1, 0.9, 1.2, 3));
+        assert_eq!(
+            median(&[90.0, 110.0, 60.0])
+                .zip(median(&[100.0, 100.0, 50.0]))
+                .map(|(a, b)| a / b),
+            Some(0.9)
+        );
+    }
+
+    #[test]
+    fn paired_ratio_skips_rounds_where_either_cell_failed() {
+        let row = by_round(&[Some(50.0), None, Some(30.0), Some(80.0), Some(70.0)]);
+        let base = by_round(&[Some(100.0), Some(100.0), None, Some(100.0), Some(100.0)]);
+        let p = paired(&row, &base).expect("paired");
+        assert_eq!(p.rounds, 3);
+        assert_eq!((p.median, p.min, p.max), (0.7, 0.5, 0.8));
+    }
+
+    #[test]
+    fn paired_ratio_of_an_even_count_is_the_mean_of_the_middle_two() {
+        let row = by_round(&[Some(80.0), Some(100.0), Some(90.0), Some(120.0)]);
+        let base = by_round(&[Some(100.0); 4]);
+        let p = paired(&row, &base).expect("paired");
+        assert_eq!((p.rounds, p.min, p.max), (4, 0.8, 1.2));
+        assert!((p.median - 0.95).abs() < 1e-12);
+    }
+
+    #[test]
+    fn paired_ratio_without_a_common_round_is_none() {
+        let row = by_round(&[Some(80.0), None]);
+        let base = by_round(&[None, Some(100.0)]);
+        assert_eq!(paired(&row, &base), None);
+        assert_eq!(paired(&row, &BTreeMap::new()), None);
+        assert_eq!(paired(&row, &by_round(&[Some(0.0)])), None);
+    }
+
+    #[test]
+    fn cell_gives_both_ratios_against_the_base_row() {
+        let samples = |rps: &[f64]| -> BTreeMap<u32, Sample> {
+            (0u32..)
+                .zip(rps)
+                .map(|(r, &v)| (r, sample(v, 40.0)))
+                .collect()
+        };
+        let row = samples(&[10_000.0, 12_000.0, 11_000.0]);
+        let base = samples(&[20_000.0, 30_000.0, 22_000.0]);
+        let c = cell(4, &row, Some(&base));
         assert_eq!(c.requests_per_s.map(|s| s.median), Some(11_000.0));
         assert_eq!(c.ratio_to_direct, Some(0.5));
-        assert_eq!(c.cpu_percent, Some(42.0));
-        let none = cell(4, &[], Some(22_000.0));
-        assert_eq!(none.ratio_to_direct, None);
+        assert_eq!(c.ratio_paired.map(|p| p.median), Some(0.5));
+        assert_eq!(c.ratio_paired.map(|p| p.min), Some(0.4));
+        assert_eq!(c.cpu_percent, Some(40.0));
+        assert_eq!(c.samples[1].round, 1);
+        let json = serde_json::to_value(&c).expect("json");
+        assert_eq!(json["samples"][2]["round"], 2);
+        assert_eq!(json["samples"][2]["requests_per_s"], 11_000.0);
+        assert_eq!(json["ratio_paired"]["rounds"], 3);
+        let none = cell(4, &BTreeMap::new(), Some(&base));
+        assert_eq!((none.ratio_to_direct, none.ratio_paired), (None, None));
+        assert_eq!(cell(4, &row, None).ratio_paired, None);
     }
 }
