@@ -7,6 +7,10 @@
 //! live and die there; its server runs with `--server netns` (the benchmark's own namespaces, which
 //! the test checks are gone afterwards).
 //!
+//! With PIER_BPF_PIN_DIR unset the benchmark pins in /sys/fs/bpf/pier-bench-<pid> of its own:
+//! that test checks the dir is gone afterwards and that /sys/fs/bpf/pier was not made (it never
+//! removes a /sys/fs/bpf/pier that existed before it).
+//!
 //! Needs root (skips with a reason otherwise, fails under `CI=true`), wrk and iproute2.
 use serde_json::Value;
 use std::path::Path;
@@ -165,6 +169,16 @@ fn bench(ns: &TestNs, args: &[&str]) -> (Output, Value) {
 
 /// Runs the benchmark in `ns` (through `pier run` when `state` is given, else `--server netns`).
 fn bench_with(ns: &TestNs, args: &[&str], state: Option<&Path>) -> (Output, Value) {
+    bench_pins(ns, args, state, true)
+}
+
+/// [`bench_with`], with the test's own PIER_BPF_PIN_DIR (`test_pins`) or with none set.
+fn bench_pins(
+    ns: &TestNs,
+    args: &[&str],
+    state: Option<&Path>,
+    test_pins: bool,
+) -> (Output, Value) {
     let dir = tempfile::Builder::new()
         .prefix("pier-test-bench-net-")
         .tempdir()
@@ -182,6 +196,9 @@ fn bench_with(ns: &TestNs, args: &[&str], state: Option<&Path>) -> (Output, Valu
         Some(state) => ns.pier_engine(&full, state),
         None => ns.pier(&full),
     };
+    if !test_pins {
+        command.env_remove("PIER_BPF_PIN_DIR");
+    }
     let out = command.output().expect("run pier bench net");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let report = serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
@@ -216,7 +233,10 @@ fn check_rows(report: &Value, wanted: &[&str]) {
                 .as_f64()
                 .is_some_and(|v| v >= 0.0));
             assert!(cell["ratio_to_direct"].as_f64().is_some());
-            assert!(cell["ratio_paired"]["median"].as_f64().is_some(), "{cell:#}");
+            assert!(
+                cell["ratio_paired"]["median"].as_f64().is_some(),
+                "{cell:#}"
+            );
             assert_eq!(cell["ratio_paired"]["rounds"], 1, "{cell:#}");
             assert_eq!(cell["samples"][0]["round"], 0, "{cell:#}");
         }
@@ -293,6 +313,114 @@ fn server_started_by_pier_run_and_removed() {
         ps.stdout.trim_ascii().is_empty(),
         "containers left: {}",
         describe(&ps)
+    );
+}
+
+/// Names in /sys/fs/bpf of private pin dirs of benchmarks (`pier-bench-<pid>`).
+fn bench_pin_dirs() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/sys/fs/bpf") else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| is_bench_name(n) && !n.starts_with("pier-bench-net-"))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Removes /sys/fs/bpf/pier on drop when it did not exist when the guard was made, so a failing
+/// test leaves the host as it found it (and never touches a pin dir that was there before).
+struct ProductionPins {
+    existed: bool,
+}
+
+impl ProductionPins {
+    const DIR: &'static str = "/sys/fs/bpf/pier";
+
+    fn note() -> ProductionPins {
+        ProductionPins {
+            existed: Path::new(Self::DIR).exists(),
+        }
+    }
+}
+
+impl Drop for ProductionPins {
+    fn drop(&mut self) {
+        if !self.existed {
+            let _ = std::fs::remove_dir_all(Self::DIR);
+        }
+    }
+}
+
+/// A pin dir made to look like a killed benchmark's; removed on drop if the benchmark did not.
+struct StaleDir(String);
+
+impl Drop for StaleDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn pins_go_to_a_private_dir_that_is_removed() {
+    if !require_root("pins_go_to_a_private_dir_that_is_removed") {
+        return;
+    }
+    if !Path::new("/sys/fs/bpf").is_dir() {
+        eprintln!("skipped pins_go_to_a_private_dir_that_is_removed: no bpffs at /sys/fs/bpf");
+        return;
+    }
+    let _serial = serial();
+    let ns = TestNs::new();
+    let state = tempfile::Builder::new()
+        .prefix("pier-test-bench-state-")
+        .tempdir()
+        .expect("state dir");
+    let production = ProductionPins::note();
+    // The pin dir of a benchmark that was killed: its pid (a reaped child's) is gone.
+    let mut child = Command::new("true").spawn().expect("spawn true");
+    let dead = child.id();
+    child.wait().expect("reap true");
+    let stale = StaleDir(format!("/sys/fs/bpf/pier-bench-{dead}"));
+    std::fs::create_dir(&stale.0).expect("make a stale pin dir");
+    let before = bench_pin_dirs();
+    let rows = ["direct", "pier-auto"];
+    let (_, report) = bench_pins(&ns, &["--rows", &rows.join(",")], Some(state.path()), false);
+    check_rows(&report, &rows[..1]);
+    let notes = report["notes"].as_array().expect("notes");
+    let named = notes.iter().filter_map(Value::as_str).find_map(|n| {
+        n.split_whitespace()
+            .find(|w| w.starts_with("/sys/fs/bpf/pier-bench-"))
+    });
+    let private = named.unwrap_or_else(|| panic!("no note names the private pin dir: {report:#}"));
+    assert!(!Path::new(private).exists(), "{private} left behind");
+    assert!(!Path::new(&stale.0).exists(), "stale {} not swept", stale.0);
+    let left: Vec<String> = bench_pin_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "private pin dirs left");
+    if production.existed {
+        eprintln!(
+            "note: {} existed before the test: not checked",
+            ProductionPins::DIR
+        );
+    } else {
+        assert!(
+            !Path::new(ProductionPins::DIR).exists(),
+            "the benchmark made {}",
+            ProductionPins::DIR
+        );
+    }
+    let auto = report["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["row"] == "pier-auto"))
+        .expect("pier-auto row");
+    assert_eq!(
+        auto["status"], "ok",
+        "a fresh pin dir serves this namespace: {auto:#}"
     );
 }
 

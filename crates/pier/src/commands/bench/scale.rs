@@ -29,9 +29,12 @@
 //! one destination within two minutes after which connect(2) was seen spending ~2 ms looking
 //! for a source port not in TIME_WAIT.
 //!
+//! The `pier run` containers pin their eBPF objects in a dir of the run's own, removed at the
+//! end (`net/pins.rs`).
+//!
 //! Privileges: root. Black-box test: tests/bench_scale.rs (never timing asserts).
 use super::interrupt;
-use super::net::{engine, host, load, peers, report::median, topo, Client};
+use super::net::{engine, host, load, peers, pins, report::median, topo, Client};
 use super::stats::rotated;
 use anyhow::Context;
 use serde::Serialize;
@@ -168,10 +171,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "pier bench scale measures IPv4 clients only"
     );
     let pier = std::env::current_exe().context("locating the pier binary")?;
+    let private_pins = pins::use_private();
     interrupt::install(&load::RUNNING)?;
     topo::sweep_stale();
+    pins::sweep_stale();
     let cpuset = (std::thread::available_parallelism().map_or(1, |n| n.get()) - 1).to_string();
     let mut cleanup = host::Cleanup::default();
+    if let Some(dir) = private_pins {
+        cleanup.push(host::Undo::Pins(dir));
+    }
     let server = engine::server(&mut cleanup, &pier, &cpuset, "1")
         .context("starting the pong server with pier run")?;
     let client = match args.client {

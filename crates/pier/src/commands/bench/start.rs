@@ -13,12 +13,14 @@
 //! the same way first. A progress line on stderr shows the round and the row. The docker and
 //! podman rows' daemon and setup are started before the schedule and torn down with the work dir
 //! (peers_engine.rs). SIGINT, SIGTERM and SIGHUP stop the schedule after the running sample; the
-//! cleanup and the table of what was measured follow as on a normal end.
+//! cleanup and the table of what was measured follow as on a normal end. The engine rows' eBPF
+//! objects are pinned in a dir of the run's own, removed with the work dir (`net/pins.rs`).
 //!
 //! Privileges: root. Black-box test: tests/bench_start.rs (JSON shape only, never timings).
 use super::bars;
 use super::bundle::{Bundles, Seccomp};
 use super::interrupt;
+use super::net::pins;
 use super::peers_engine::{self, EnginePeers};
 use super::report::{self, Machine, Report, RowReport};
 use super::rows::{self, Row, Runtime};
@@ -62,6 +64,8 @@ struct Bench {
     crun_ns: Option<CrunNamespace>,
     /// dockerd and podman's setup for their rows, when those are measured.
     peers: Option<EnginePeers>,
+    /// The run's private eBPF pin dir (None when the user set PIER_BPF_PIN_DIR).
+    pins: Option<PathBuf>,
 }
 
 impl Drop for Bench {
@@ -73,6 +77,14 @@ impl Drop for Bench {
         if let Err(e) = std::fs::remove_dir_all(&self.work) {
             eprintln!("pier bench: cannot remove {}: {e}", self.work.display());
         }
+        if let Some(dir) = &self.pins {
+            if let Err(e) = pins::remove(dir) {
+                eprintln!(
+                    "pier bench: cannot remove the eBPF pins in {}: {e}",
+                    dir.display()
+                );
+            }
+        }
     }
 }
 
@@ -81,7 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         nix::unistd::geteuid().is_root(),
         "pier bench start needs root: it creates namespaces, mounts and cgroups"
     );
+    let private_pins = pins::use_private();
     let stop = interrupt::catch_without_thread()?;
+    pins::sweep_stale();
     let (temp, on_tmpfs) = work_base();
     let (crun_ns, crun_problem) = crun_namespace(args.rows.contains(&Runtime::Crun));
     sweep_stale(&temp, crun_ns.as_ref());
@@ -92,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         rows: Vec::new(),
         crun_ns,
         peers: None,
+        pins: private_pins,
     };
     let bundles = Bundles::build(&work)?;
     let (planned, skipped) = rows::plan(&args.rows, &args.seccomp, &work, &bundles);

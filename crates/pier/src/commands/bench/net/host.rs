@@ -119,6 +119,8 @@ pub enum Undo {
     Dir(std::path::PathBuf),
     /// Run this program with these arguments (`pier rm -f NAME`).
     Command(String, Vec<String>),
+    /// Remove the run's private eBPF pin dir, if it was made (`pins.rs`).
+    Pins(std::path::PathBuf),
 }
 
 /// The stack of changes made so far; unwound on [`Cleanup::run`] and on drop.
@@ -205,6 +207,8 @@ fn undo_one(undo: Undo) -> anyhow::Result<()> {
             std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))
         }
         Undo::Command(program, args) => cmd_within(&program, &args, Duration::from_secs(60)),
+        Undo::Pins(dir) => super::pins::remove(&dir)
+            .with_context(|| format!("removing the eBPF pins in {}", dir.display())),
         Undo::Sysctl(path, old) => {
             std::fs::write(&path, &old).with_context(|| format!("restoring {path} to {old}"))
         }

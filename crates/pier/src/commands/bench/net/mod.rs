@@ -15,11 +15,13 @@
 //! cells (`report.rs`, `svg.rs`). A cell that fails marks its row failed and the run goes on. Everything the run
 //! changed is on a cleanup stack (`host.rs`) unwound at the end, on error and on Ctrl-C
 //! (`../interrupt.rs`); namespaces of runs that were killed outright are swept at the next start.
+//! The `pier run` containers pin their eBPF objects in a dir of the run's own, removed last
+//! (`pins.rs`).
 //!
 //! `pier bench scale` (`../scale.rs`) reuses the server, client, rules and load of this module.
 //!
 //! Layout: `topo.rs` server and client namespaces, `engine.rs` the `pier run` containers,
-//! `peers.rs` the rows, `load.rs` wrk and /proc CPU, `report.rs` tables and JSON, `svg.rs` charts.
+//! `peers.rs` the rows, `pins.rs` the private eBPF pin dir, `load.rs` wrk and /proc CPU, `report.rs` tables and JSON, `svg.rs` charts.
 //!
 //! Privileges: root. Black-box tests: tests/bench_net.rs (never timing asserts).
 pub(super) mod engine;
@@ -27,6 +29,7 @@ pub(super) mod host;
 pub(super) mod load;
 pub(super) mod peers;
 mod pg;
+pub(super) mod pins;
 pub(super) mod report;
 mod svg;
 pub(super) mod topo;
@@ -132,14 +135,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "pier bench net needs root: it makes namespaces, veths and iptables rules"
     );
     let pier = std::env::current_exe().context("locating the pier binary")?;
+    let private_pins = pins::use_private();
     interrupt::install(&load::RUNNING)?;
     topo::sweep_stale();
+    pins::sweep_stale();
     let cpuset = args.cpuset.clone().unwrap_or_else(last_core);
     let work = std::env::temp_dir().join(format!("pier-bench-net-{}", std::process::id()));
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let mut cleanup = Cleanup::default();
-    cleanup.push(host::Undo::Dir(work.clone()));
     let mut notes = Vec::new();
+    if let Some(dir) = private_pins {
+        notes.push(format!(
+            "eBPF pins of the run's `pier run` containers (if any): {} (this run's own, removed \
+             at the end; set PIER_BPF_PIN_DIR to choose the dir)",
+            dir.display()
+        ));
+        cleanup.push(host::Undo::Pins(dir));
+    }
+    cleanup.push(host::Undo::Dir(work.clone()));
     let (server, engine) = match args.workload {
         Workload::Http => start_server(&args, &mut cleanup, &pier, &cpuset, &mut notes)?,
         Workload::Pg => (
