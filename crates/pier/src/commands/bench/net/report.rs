@@ -336,8 +336,8 @@ pub fn render(report: &NetReport) -> String {
                 .map(|s| format!("{:.0}–{:.0}", s.min, s.max))
         }),
         (
-            "paired ratio of requests/s to BASE: median over rounds of the ratio of the two cells \
-             measured back to back in one round (min–max)",
+            "paired ratio of requests/s to BASE (median and min–max over rounds of the ratio of \
+             the two cells in the same round)",
             |c| {
                 c.ratio_paired
                     .map(|p| format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max))
