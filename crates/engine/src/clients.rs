@@ -12,10 +12,12 @@
 //! found no pins had saved its cookie before looking, and a registration pass runs only once the
 //! pins exist, so one of the two registers it (both doing it is harmless). A container of another
 //! state directory sharing the pins is registered at that directory's next publish.
-//! A `--network container:` joiner records the cookie of the namespace it joins. Teardown
-//! unregisters a cookie only when no other live container of the state directory records it, so
-//! the first container's removal does not take the ebpf path from its joiners; `pier gc`'s sweep
-//! agrees (it removes an entry only once no task is in the namespace).
+//! A `--network container:` joiner records the cookie of the namespace it joins, after creating
+//! `<state>/netns-joiners` (kept: it only says joiners may exist). Teardown unregisters a cookie
+//! only when no other live container of the state directory records it, so the first
+//! container's removal does not take the ebpf path from its joiners; it reads the other records
+//! only when that file exists (otherwise one stat). `pier gc`'s sweep agrees (it removes an entry
+//! only once no task is in the namespace).
 //! Privileges: root (setns, bpffs). Tests: crates/pier/tests/engine_clients.rs.
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -30,6 +32,8 @@ use pier_publish::engine::{self as publish, ClientNetns, PublishError};
 
 /// The mark of the client map this state directory registered its containers with.
 const MARK: &str = "ebpf-clients";
+/// Exists once a `container:` joiner recorded a cookie in this state directory.
+const JOINERS: &str = "netns-joiners";
 
 fn publish_err(step: &'static str) -> impl Fn(PublishError) -> EngineError {
     move |source| EngineError::Publish { step, source }
@@ -124,9 +128,23 @@ impl Engine {
         Ok(())
     }
 
+    /// Notes that a `container:` joiner records a cookie, before its init joins: from then on
+    /// teardown looks for other users of a namespace (without one, a stat is all it costs).
+    pub(crate) fn note_joiner(&self) -> Result<(), EngineError> {
+        let path = self.paths.state_dir.join(JOINERS);
+        let made = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path);
+        made.map(drop).map_err(|e| io_error("create", &path, e))
+    }
+
     /// Whether another live container records `record`'s netns cookie (a `container:` joiner,
     /// or the container it joined): its client entry must stay.
     pub(crate) fn client_shared(&self, record: &Record) -> bool {
+        if !self.paths.state_dir.join(JOINERS).exists() {
+            return false;
+        }
         let Ok(records) = self.store.list() else {
             // Unknown: keep the entry (gc's sweep removes it once the namespace is gone).
             return true;

@@ -207,6 +207,9 @@ impl Engine {
                     return Err(EngineError::NotRunning(other.clone()));
                 };
                 // Its namespace's client entry stays while this joiner lives (clients.rs).
+                if peer.client_cookie.is_some() {
+                    self.note_joiner()?;
+                }
                 record.client_cookie = peer.client_cookie;
                 Ok((
                     NetNs::Join(format!("/proc/{}/ns/net", init.pid).into()),
