@@ -88,8 +88,7 @@ impl Engine {
             return;
         };
         let mark = self.paths.state_dir.join(MARK);
-        let marked = std::fs::read_link(&mark).ok();
-        if marked.as_deref() == Some(Path::new(&map.to_string())) {
+        if marked(&mark, map) {
             return;
         }
         match self.register_live_clients() {
@@ -157,10 +156,33 @@ impl Engine {
     }
 }
 
+/// Whether the mark points at `inode`.
+fn marked(mark: &Path, inode: u64) -> bool {
+    std::fs::read_link(mark).is_ok_and(|m| m == Path::new(&inode.to_string()))
+}
+
 /// Points the mark at `inode`, atomically (a symlink renamed over the old one).
 fn write_mark(mark: &Path, inode: u64) -> std::io::Result<()> {
     let tmp = mark.with_extension(format!("tmp{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(inode.to_string(), &tmp)?;
     std::fs::rename(&tmp, mark)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mark_follows_the_latest_client_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join(MARK);
+        assert!(!marked(&mark, 7), "no mark yet");
+        write_mark(&mark, 7).unwrap();
+        assert!(marked(&mark, 7));
+        write_mark(&mark, 8).unwrap();
+        assert!(marked(&mark, 8) && !marked(&mark, 7), "replaced, not added");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no temporary link left");
+    }
 }
