@@ -102,7 +102,8 @@ impl Engine {
     }
 
     /// Registers the namespace of every live container with a recorded cookie and addresses
-    /// (a joiner's are its first container's), checked to be still that namespace.
+    /// (a joiner has none: its namespace goes in through the container it joined), checked to
+    /// be still that namespace.
     fn register_live_clients(&self) -> Result<(), EngineError> {
         let mut by_cookie: BTreeMap<u64, (i32, Vec<(IpAddr, u8)>)> = BTreeMap::new();
         for record in self.store.list()? {
