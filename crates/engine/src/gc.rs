@@ -4,7 +4,8 @@
 //! idempotent and attempted even when an earlier one failed: the pier-runtime container
 //! (`delete --force` SIGKILLs the init and anything left in the cgroup, then removes the
 //! cgroup and the runtime state), the published ports, the ebpf client entry of its network
-//! namespace, the network attachments (the leases; the links go with the network namespace
+//! namespace (unless another live container, a `container:` joiner, records it: clients.rs),
+//! the network attachments (the leases; the links go with the network namespace
 //! once its processes are gone, see `unplug`), the root filesystem (overlay unmounted, layers
 //! removed), a `-t` console socket. What it removed leaves
 //! the record; the failures are returned. The monitor calls it after the exit; `rm` and `stop`
@@ -43,6 +44,10 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
             Ok(()) => record.publish_entries.clear(),
             Err(e) => errors.push(format!("remove published ports: {e}")),
         }
+    }
+    if record.client_cookie.is_some() && engine.client_shared(record) {
+        // A `container:` joiner (or the container it joined) still uses the namespace.
+        record.client_cookie = None;
     }
     if let Some(cookie) = record.client_cookie {
         match pier_publish::engine::unregister_client(&engine.publish, cookie) {

@@ -14,10 +14,12 @@
 //! Modules: `config` (what `pier run` was asked, parsed and checked), `spec` (config → OCI spec
 //! with Docker's defaults), `rootfs` (the `host` root and the overlay on a directory root),
 //! `network` (drivers and the network store), `dns` (resolv.conf and hosts), `store`,
-//! `engine` (the verbs), `monitor`, `logs`, `gc`, `crash` (test-only crash points).
+//! `engine` (the verbs), `monitor`, `logs`, `gc`, `clients` (containers as clients of the ebpf
+//! programs), `crash` (test-only crash points).
 //!
 //! Privileges: root. Tests: unit tests beside the code; black-box tests of the binary in
 //! crates/pier/tests/engine_*.rs; library tests in crates/engine/tests/priv_*.rs.
+mod clients;
 pub mod config;
 pub mod crash;
 pub mod dns;

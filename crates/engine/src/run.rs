@@ -7,10 +7,11 @@
 //! is this process's child and its stdio are what the caller chose: the terminal (foreground,
 //! stdin /dev/null unless `-i`) or pipes the monitor logs (`-d`). The process must be
 //! single-threaded when the init is forked: the network steps that use threads (pier-net runs
-//! namespace work on its own thread and joins it) come after the fork. A bridged container is
-//! registered with the ebpf programs as a client once attached (when they serve this
-//! namespace), its netns cookie recorded first, so containers on one network reach each
-//! other's published ports without NAT.
+//! namespace work on its own thread and joins it) come after the fork. A bridged container's
+//! netns cookie is recorded once attached and registered with the ebpf programs as a client
+//! when they serve this namespace, so containers on one network reach each other's published
+//! ports without NAT; a publish registers those that started before the pins existed, and a
+//! `container:` joiner records the cookie of the namespace it joins (clients.rs).
 //! Privileges: root. Tests: crates/engine/tests/priv_engine.rs.
 use oci_spec::runtime::{Process, Spec, UserBuilder};
 use std::fs::{self, File};
@@ -202,10 +203,18 @@ impl Engine {
             NetworkMode::Host => Ok((NetNs::Host, None)),
             NetworkMode::Container(other) => {
                 let peer = self.store.load(&self.store.resolve(other)?)?;
-                match peer.init.filter(|_| peer.running()) {
-                    Some(p) => Ok((NetNs::Join(format!("/proc/{}/ns/net", p.pid).into()), None)),
-                    None => Err(EngineError::NotRunning(other.clone())),
+                let Some(init) = peer.init.filter(|_| peer.running()) else {
+                    return Err(EngineError::NotRunning(other.clone()));
+                };
+                // Its namespace's client entry stays while this joiner lives (clients.rs).
+                if peer.client_cookie.is_some() {
+                    self.note_joiner()?;
                 }
+                record.client_cookie = peer.client_cookie;
+                Ok((
+                    NetNs::Join(format!("/proc/{}/ns/net", init.pid).into()),
+                    None,
+                ))
             }
             NetworkMode::Named(name) => {
                 let net_err = |step| move |source| EngineError::Network { step, source };
@@ -246,6 +255,7 @@ impl Engine {
         let publish_err = |step| move |source| EngineError::Publish { step, source };
         let publisher = pier_publish::engine::select(record.config.publish_mode, &self.publish)
             .map_err(publish_err("select the publish engine"))?;
+        self.register_recorded_clients();
         let (published, entries) = publisher
             .plan(&target, &record.config.publish)
             .map_err(publish_err("plan published ports"))?;
@@ -320,36 +330,6 @@ impl Engine {
             let attached = self.networks.attach(attachment, netns.as_fd());
             attached.map_err(net_err("attach to the network"))?;
         }
-        Ok(())
-    }
-
-    /// With the ebpf programs serving this namespace, registers a bridged container as their
-    /// client on its networks, so its connections to ports published by containers on the
-    /// same network go straight to them. Recorded before it is made: teardown unregisters it.
-    fn register_client(
-        &self,
-        record: &mut Record,
-        network: Option<&Network>,
-        pid: i32,
-    ) -> Result<(), EngineError> {
-        let bridged = network.is_some_and(|n| n.driver == Driver::Bridge);
-        if !bridged || !pier_publish::engine::serves_clients(&self.publish) {
-            return Ok(());
-        }
-        let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
-        let netns = File::open(&path).map_err(|e| io_error("open", &path, e))?;
-        let publish_err = |step| move |source| EngineError::Publish { step, source };
-        let client = pier_publish::engine::client_netns(netns.as_fd())
-            .map_err(publish_err("read the container's netns cookie"))?;
-        record.client_cookie = Some(client.cookie);
-        self.store.save(record)?;
-        let subnets: Vec<(IpAddr, u8)> = record
-            .attachments
-            .iter()
-            .flat_map(|a| a.addresses.iter().copied())
-            .collect();
-        pier_publish::engine::register_client(&self.publish, client, &subnets)
-            .map_err(publish_err("register the container with the ebpf programs"))?;
         Ok(())
     }
 

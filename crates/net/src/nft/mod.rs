@@ -349,11 +349,12 @@ impl Table {
     }
 
     /// Every published element with its owner ("" when uncommented); empty without the table.
-    /// One netlink dump per map.
+    /// One netlink dump per map, all on one socket.
     pub fn published(&self) -> Result<Vec<(Mapping, String)>, NftError> {
+        let dumps = socket::dump("list published", TABLE, &rules::DNAT_MAPS)?;
         let mut out = Vec::new();
-        for map in rules::DNAT_MAPS {
-            let elems = socket::dump("list published", TABLE, map)?.unwrap_or_default();
+        for (map, elems) in rules::DNAT_MAPS.iter().zip(dumps) {
+            let elems = elems.unwrap_or_default();
             out.extend(elems.iter().filter_map(|e| Mapping::from_element(map, e)));
         }
         Ok(out)

@@ -6,7 +6,10 @@
 //! (an error code, 0 for success), so the replies are read without waiting (with a one-second
 //! poll as a safety net). The transaction succeeded only if every message was acknowledged
 //! with 0; on a failure the kernel aborts the whole batch and the first error is reported.
-//! [`dump`] reads a set's elements until `NLMSG_DONE`; a missing table or set is `None`.
+//! [`dump`] lists sets one after another on one socket (a dump ends with `NLMSG_DONE` or an
+//! error, after which the socket takes the next request), each set's elements until its
+//! `NLMSG_DONE`; a missing table or set is `None`. A dump deletes nothing, so its socket is
+//! closed at once.
 //! A socket whose batch deleted something is closed by [`pier_sys::process::close_in_orphan`]:
 //! releasing an nftables socket while the kernel still has committed objects to free waits
 //! for an RCU grace period (`nft_rcv_nl_event`), 10-20 ms here, which would otherwise land on
@@ -53,33 +56,47 @@ pub(crate) fn commit(step: &'static str, object: &str, batch: Batch) -> Result<(
     .and(result)
 }
 
-/// Every element of `set` in table `inet TABLE`; `None` when the table or the set is missing.
+/// Every element of each of `sets` in table `inet TABLE`, in order, `None` for a missing table
+/// or set: one dump after another on one socket (one socket per listing, not per set).
 pub(crate) fn dump(
     step: &'static str,
     table: &str,
-    set: &str,
-) -> Result<Option<Vec<Elem>>, NftError> {
-    let err = |source| NftError::Netlink {
-        step,
-        object: format!("inet {table} {set}"),
-        source,
+    sets: &[&str],
+) -> Result<Vec<Option<Vec<Elem>>>, NftError> {
+    let err = |set: &str| {
+        let object = format!("inet {table} {set}");
+        move |source| NftError::Netlink {
+            step,
+            object,
+            source,
+        }
     };
-    let sock = open().map_err(err)?;
-    send_all(&sock, &wire::dump_request(table, set, 1)).map_err(err)?;
-    let mut elems = Vec::new();
+    let sock = open().map_err(err(sets.first().copied().unwrap_or_default()))?;
     let mut buf = vec![0u8; RECV_BUF];
+    let mut out = Vec::with_capacity(sets.len());
+    for (seq, set) in (1..).zip(sets) {
+        send_all(&sock, &wire::dump_request(table, set, seq)).map_err(err(set))?;
+        out.push(dump_one(&sock, &mut buf, seq).map_err(err(set))?);
+    }
+    Ok(out)
+}
+
+/// Reads the replies to dump request `seq` until `NLMSG_DONE` (or its error); `None` for
+/// ENOENT. Replies to another sequence number (none are expected) are skipped.
+fn dump_one(sock: &OwnedFd, buf: &mut [u8], seq: u32) -> Result<Option<Vec<Elem>>, Errno> {
+    let mut elems = Vec::new();
     loop {
-        let n = match recv(sock.as_raw_fd(), &mut buf, MsgFlags::empty()) {
+        let n = match recv(sock.as_raw_fd(), buf, MsgFlags::empty()) {
             Err(Errno::EINTR) => continue,
-            other => other.map_err(err)?,
+            other => other?,
         };
-        for (kind, payload) in messages(&buf[..n]) {
+        for (kind, _, payload) in messages(&buf[..n]).filter(|m| m.1 == seq) {
             match kind {
                 wire::NLMSG_DONE => return Ok(Some(elems)),
                 wire::NLMSG_ERROR => match error_code(payload) {
                     0 => {}
                     code if code == Errno::ENOENT as i32 => return Ok(None),
-                    code => return Err(err(Errno::from_raw(code))),
+                    code => return Err(Errno::from_raw(code)),
                 },
                 _ => elems.extend(wire::parse_elements(payload.get(4..).unwrap_or(&[]))),
             }
@@ -127,7 +144,7 @@ fn acknowledgements(sock: &OwnedFd, expected: usize) -> Result<(), Errno> {
             }
             other => other?,
         };
-        for (kind, payload) in messages(&buf[..n]) {
+        for (kind, _, payload) in messages(&buf[..n]) {
             if kind != wire::NLMSG_ERROR {
                 continue;
             }
@@ -143,8 +160,9 @@ fn acknowledgements(sock: &OwnedFd, expected: usize) -> Result<(), Errno> {
     first_error.map_or(Ok(()), Err)
 }
 
-/// The netlink messages in one datagram, as (type, payload after the nlmsghdr).
-fn messages(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+/// The netlink messages in one datagram, as (type, sequence number, payload after the
+/// nlmsghdr).
+fn messages(mut buf: &[u8]) -> impl Iterator<Item = (u16, u32, &[u8])> {
     std::iter::from_fn(move || {
         if buf.len() < 16 {
             return None;
@@ -154,9 +172,10 @@ fn messages(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
             return None;
         }
         let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+        let seq = u32::from_ne_bytes(buf[8..12].try_into().ok()?);
         let payload = &buf[16..len];
         buf = &buf[len.next_multiple_of(4).min(buf.len())..];
-        Some((kind, payload))
+        Some((kind, seq, payload))
     })
 }
 

@@ -6,6 +6,8 @@
 //! container is on. The caller (the engine's run) learns the cookie with [`client_netns`] (a
 //! socket made inside the namespace answers SO_NETNS_COOKIE), records it, then
 //! [`register_client`]s it; teardown [`unregister_client`]s it (a missing entry or map is fine).
+//! [`clients_map_inode`] tells a caller that the pins were made again since it last registered
+//! its containers (the engine registers those that started without pins: its clients.rs).
 //! Registering is skipped (`Ok(false)`) unless the programs are pinned in the current layout and
 //! serve the namespace pier runs in: with no programs there is nothing to redirect, pins of an
 //! older pier lack the map (see `ebpf::ensure`), and pins serving another namespace would
@@ -19,6 +21,7 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
@@ -92,6 +95,13 @@ pub fn register_client(
     Ok(true)
 }
 
+/// The inode of the pinned client map, which changes whenever the pins are made again; `None`
+/// without one. One stat: callers check it on every publish.
+pub fn clients_map_inode(settings: &Settings) -> Option<u64> {
+    let map = settings.bpf_pin_dir.join(pier_bpf::CLIENTS_MAP);
+    std::fs::metadata(map).ok().map(|m| m.ino())
+}
+
 /// Removes the client `cookie` (idempotent; no programs or an old layout: nothing to do).
 pub fn unregister_client(settings: &Settings, cookie: u64) -> Result<(), PublishError> {
     let pin_dir = &settings.bpf_pin_dir;
@@ -160,7 +170,6 @@ fn netns_inode(link: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn own_namespace_is_live_and_links_parse() {

@@ -39,7 +39,8 @@ use std::path::PathBuf;
 use crate::{PortMapping, Protocol};
 
 pub use clients::{
-    client_netns, register_client, serves_clients, sweep_clients, unregister_client, ClientNetns,
+    client_netns, clients_map_inode, register_client, serves_clients, sweep_clients,
+    unregister_client, ClientNetns,
 };
 pub use ebpf::retire_old_pins;
 

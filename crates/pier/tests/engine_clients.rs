@@ -1,0 +1,106 @@
+//! Black-box tests of containers as clients of the ebpf programs (the pinned `pier_clients`
+//! map, keyed by netns cookie): a bridged container started before any pin existed is
+//! registered once a later publish makes them, and a `--network container:` joiner keeps the
+//! namespace's entry after the container it joined is removed, until it goes too.
+//! Each test runs pier in its own network namespace, state directory and pin directory
+//! (engine_support); the map is read with bpftool.
+mod engine_support;
+
+use engine_support::{describe, require_root, unique, Host};
+
+/// The netns cookies in the client map pinned for `host` (bpftool's JSON dump; with the map's
+/// BTF, `formatted.key` is the cookie as a number).
+fn client_cookies(host: &Host) -> Vec<u64> {
+    let map = host.bpf_pins().join("pier_clients");
+    let out = std::process::Command::new("bpftool")
+        .args(["-j", "map", "dump", "pinned"])
+        .arg(&map)
+        .output()
+        .expect("running bpftool");
+    assert!(out.status.success(), "bpftool map dump: {}", describe(&out));
+    let entries: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
+    let mut cookies: Vec<u64> = entries
+        .iter()
+        .map(|e| e["formatted"]["key"].as_u64())
+        .map(|key| key.unwrap_or_else(|| panic!("no formatted key: {entries:?}")))
+        .collect();
+    cookies.sort();
+    cookies
+}
+
+/// The netns cookie container `id`'s record holds.
+fn recorded_cookie(host: &Host, id: &str) -> Option<u64> {
+    let path = host
+        .state_dir()
+        .join("containers")
+        .join(id)
+        .join("record.json");
+    let text = std::fs::read_to_string(&path).expect("reading the record");
+    let record: serde_json::Value = serde_json::from_str(&text).expect("record JSON");
+    record["client_cookie"].as_u64()
+}
+
+const EBPF: [&str; 4] = ["-p", "18080:80", "--publish-mode", "ebpf"];
+
+#[test]
+fn a_container_started_before_the_pins_is_registered_by_the_publish_that_makes_them() {
+    if !require_root(
+        "a_container_started_before_the_pins_is_registered_by_the_publish_that_makes_them",
+    ) {
+        return;
+    }
+    let host = Host::new("clients-late");
+    let early = unique("early");
+    let early_id = host.start(&early, &[], &["sleep", "600"]);
+    assert!(
+        !host.bpf_pins().exists(),
+        "nothing published yet, so no pins"
+    );
+    let web = unique("web");
+    let web_id = host.start(&web, &EBPF, &["sleep", "600"]);
+    let registered = client_cookies(&host);
+    assert_eq!(
+        registered.len(),
+        2,
+        "the container started before the pins is a client once they exist: {registered:?}"
+    );
+    let early_cookie = recorded_cookie(&host, &early_id);
+    let web_cookie = recorded_cookie(&host, &web_id).expect("the publisher's cookie");
+    assert!(early_cookie.is_some_and(|c| registered.contains(&c)));
+    host.ok(&["rm", "-f", &early]);
+    assert_eq!(client_cookies(&host), [web_cookie], "rm unregistered it");
+    host.ok(&["rm", "-f", &web]);
+    assert!(
+        client_cookies(&host).is_empty(),
+        "rm unregistered the publisher"
+    );
+}
+
+#[test]
+fn a_joiner_keeps_the_namespace_registered_after_the_first_container_goes() {
+    if !require_root("a_joiner_keeps_the_namespace_registered_after_the_first_container_goes") {
+        return;
+    }
+    let host = Host::new("clients-join");
+    let web = unique("web");
+    let web_id = host.start(&web, &EBPF, &["sleep", "600"]);
+    let cookie = recorded_cookie(&host, &web_id).expect("the publisher's cookie");
+    assert_eq!(client_cookies(&host), [cookie]);
+    let joiner = unique("joiner");
+    let network = format!("container:{web}");
+    host.start(&joiner, &["--network", &network], &["sleep", "600"]);
+    host.ok(&["rm", "-f", &web]);
+    assert_eq!(
+        client_cookies(&host),
+        [cookie],
+        "the joiner still uses the namespace: its entry stays"
+    );
+    host.ok(&["gc"]);
+    assert_eq!(client_cookies(&host), [cookie], "gc agrees");
+    host.ok(&["rm", "-f", &joiner]);
+    assert!(
+        client_cookies(&host).is_empty(),
+        "the last container of the namespace unregistered it"
+    );
+}
