@@ -13,11 +13,13 @@
 //! pins exist, so one of the two registers it (both doing it is harmless). A container of another
 //! state directory sharing the pins is registered at that directory's next publish.
 //! A `--network container:` joiner records the cookie of the namespace it joins, after creating
-//! `<state>/netns-joiners` (kept: it only says joiners may exist). Teardown unregisters a cookie
-//! only when no other live container of the state directory records it, so the first
-//! container's removal does not take the ebpf path from its joiners; it reads the other records
-//! only when that file exists (otherwise one stat). `pier gc`'s sweep agrees (it removes an entry
-//! only once no task is in the namespace).
+//! `<state>/netns-joiners` (kept: it only says joiners may exist). A joiner's teardown keeps the
+//! cookie's entry while another live container of the state directory records it, so a joiner
+//! leaving does not take the ebpf path from the container it joined; it reads the other records
+//! only when that file exists (otherwise one stat). The container that owns the namespace's
+//! attachments always unregisters it: its links and leases go with it, joiners or not (gc.rs),
+//! as Docker and Podman take a joined namespace off its networks when its owner stops.
+//! `pier gc`'s sweep removes an entry only once no task is in the namespace.
 //! Privileges: root (setns, bpffs). Tests: crates/pier/tests/engine_clients.rs.
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -140,7 +142,8 @@ impl Engine {
     }
 
     /// Whether another live container records `record`'s netns cookie (a `container:` joiner,
-    /// or the container it joined): its client entry must stay.
+    /// or the container it joined). A joiner leaving keeps the entry then; the owner leaving
+    /// deletes the namespace's links instead of leaving them to the kernel (gc.rs).
     pub(crate) fn client_shared(&self, record: &Record) -> bool {
         if !self.paths.state_dir.join(JOINERS).exists() {
             return false;

@@ -4,9 +4,11 @@
 //! idempotent and attempted even when an earlier one failed: the pier-runtime container
 //! (`delete --force` SIGKILLs the init and anything left in the cgroup, then removes the
 //! cgroup and the runtime state), the published ports, the ebpf client entry of its network
-//! namespace (unless another live container, a `container:` joiner, records it: clients.rs),
-//! the network attachments (the leases; the links go with the network namespace
-//! once its processes are gone, see `unplug`), the root filesystem (overlay unmounted, layers
+//! namespace
+//! (kept by a joiner leaving the namespace of the container it joined: clients.rs), the network
+//! attachments (the leases; the links go with the network namespace once its processes are
+//! gone, or are deleted here when a joiner still holds it: its network goes with its owner, as
+//! in Docker, see `unplug`), the root filesystem (overlay unmounted, layers
 //! removed), a `-t` console socket. What it removed leaves
 //! the record; the failures are returned. The monitor calls it after the exit; `rm` and `stop`
 //! call it for a container whose monitor is dead; [`collect`] calls it for every container
@@ -45,8 +47,11 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
             Err(e) => errors.push(format!("remove published ports: {e}")),
         }
     }
-    if record.client_cookie.is_some() && engine.client_shared(record) {
-        // A `container:` joiner (or the container it joined) still uses the namespace.
+    // Another live container (a `container:` joiner, or the one this joiner joined) still uses
+    // the namespace.
+    let shared = record.client_cookie.is_some() && engine.client_shared(record);
+    if shared && record.attachments.is_empty() {
+        // A joiner leaves: the entry is its namespace owner's.
         record.client_cookie = None;
     }
     if let Some(cookie) = record.client_cookie {
@@ -55,15 +60,19 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
             Err(e) => errors.push(format!("unregister the ebpf client: {e}")),
         }
     }
-    record.attachments.retain(
-        |attachment| match unplug(engine, attachment, processes_gone) {
+    // The owner leaving takes the namespace off its networks even while joiners use it, as
+    // Docker and Podman do: its links go (the joiners keep `lo`) with its leases, so no address
+    // is ever held by two containers; its ebpf entry went above.
+    let links_gone = processes_gone && !shared;
+    record
+        .attachments
+        .retain(|attachment| match unplug(engine, attachment, links_gone) {
             Ok(()) => false,
             Err(e) => {
                 errors.push(format!("detach from network {}: {e}", attachment.network));
                 true
             }
-        },
-    );
+        });
     if let Err(e) = crate::rootfs::release(&engine.store.dir(&record.id)) {
         errors.push(format!("release root filesystem: {e}"));
     }
@@ -74,16 +83,16 @@ pub(crate) fn teardown(engine: &Engine, record: &mut Record) -> Vec<String> {
     errors
 }
 
-/// Takes a container off a network. Once its processes are gone, the kernel deletes its links
-/// with its network namespace (a `container:` joiner keeps them only as long as it uses them),
-/// so only the leases need releasing; deleting a veth ourselves waits for RCU grace periods
-/// (about 20 ms, most of a bridged `run --rm`).
+/// Takes a container off a network. Once its processes are gone and no joiner holds its network
+/// namespace, the kernel deletes its links with the namespace, so only the leases need
+/// releasing (`links_gone`); deleting a veth ourselves waits for RCU grace periods (about 20 ms,
+/// most of a bridged `run --rm`).
 fn unplug(
     engine: &Engine,
     attachment: &crate::network::Attachment,
-    processes_gone: bool,
+    links_gone: bool,
 ) -> Result<(), crate::network::NetworkError> {
-    match processes_gone {
+    match links_gone {
         true => engine.networks.release(attachment),
         false => engine.networks.detach(attachment),
     }

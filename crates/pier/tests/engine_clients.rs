@@ -1,7 +1,8 @@
 //! Black-box tests of containers as clients of the ebpf programs (the pinned `pier_clients`
 //! map, keyed by netns cookie): a bridged container started before any pin existed is
-//! registered once a later publish makes them, and a `--network container:` joiner keeps the
-//! namespace's entry after the container it joined is removed, until it goes too.
+//! registered once a later publish makes them; a `--network container:` joiner leaving keeps the
+//! namespace's entry, and the container it joined leaving takes the namespace off its network
+//! (link, lease and entry), as Docker does.
 //! Each test runs pier in its own network namespace, state directory and pin directory
 //! (engine_support); the map is read with bpftool.
 mod engine_support;
@@ -78,8 +79,8 @@ fn a_container_started_before_the_pins_is_registered_by_the_publish_that_makes_t
 }
 
 #[test]
-fn a_joiner_keeps_the_namespace_registered_after_the_first_container_goes() {
-    if !require_root("a_joiner_keeps_the_namespace_registered_after_the_first_container_goes") {
+fn a_joiner_leaving_keeps_the_entry_and_the_owner_leaving_takes_the_network() {
+    if !require_root("a_joiner_leaving_keeps_the_entry_and_the_owner_leaving_takes_the_network") {
         return;
     }
     let host = Host::new("clients-join");
@@ -87,20 +88,36 @@ fn a_joiner_keeps_the_namespace_registered_after_the_first_container_goes() {
     let web_id = host.start(&web, &EBPF, &["sleep", "600"]);
     let cookie = recorded_cookie(&host, &web_id).expect("the publisher's cookie");
     assert_eq!(client_cookies(&host), [cookie]);
-    let joiner = unique("joiner");
     let network = format!("container:{web}");
-    host.start(&joiner, &["--network", &network], &["sleep", "600"]);
-    host.ok(&["rm", "-f", &web]);
+    let first = unique("first");
+    host.start(&first, &["--network", &network], &["sleep", "600"]);
+    host.ok(&["rm", "-f", &first]);
     assert_eq!(
         client_cookies(&host),
         [cookie],
-        "the joiner still uses the namespace: its entry stays"
+        "a joiner leaving keeps the entry of the namespace it joined"
     );
-    host.ok(&["gc"]);
-    assert_eq!(client_cookies(&host), [cookie], "gc agrees");
-    host.ok(&["rm", "-f", &joiner]);
+    let joiner = unique("joiner");
+    host.start(&joiner, &["--network", &network], &["sleep", "600"]);
+    assert!(host
+        .ok(&["exec", &joiner, "cat", "/proc/net/dev"])
+        .contains("eth0"));
+    host.ok(&["rm", "-f", &web]);
     assert!(
         client_cookies(&host).is_empty(),
-        "the last container of the namespace unregistered it"
+        "the owner took the namespace off its network: its entry went too"
     );
+    let devices = host.ok(&["exec", &joiner, "cat", "/proc/net/dev"]);
+    assert!(
+        !devices.contains("eth0"),
+        "the joiner keeps only lo, as in Docker: {devices}"
+    );
+    let leases = format!("{:?}", host.snapshot().leases);
+    assert!(
+        !leases.contains(&web_id),
+        "the owner's address was released, not held by the joiner: {leases}"
+    );
+    host.ok(&["gc"]);
+    host.ok(&["rm", "-f", &joiner]);
+    assert!(client_cookies(&host).is_empty());
 }

@@ -8,14 +8,17 @@
 //! and min–max of those per-round ratios. The two cells of a pair run back to back (see the
 //! schedule in `mod.rs`), so the machine's drift between rounds cancels out of each ratio, which
 //! a ratio of the two medians (kept as `ratio_to_direct`) does not do. A round in which either
-//! cell failed or did not run is left out of that pair; `rounds` counts the pairs used.
+//! cell failed or did not run is left out of that pair; `rounds` counts the pairs used. A
+//! forwarder's CPU per request is paired the same way to docker-proxy's (the issue's goal for
+//! the proxy engine is a ratio to it), when that row was measured.
 //!
 //! JSON shape: `{"benchmark":"net","workload":"http","client","duration_s","rounds","concurrency":[..],
 //! "server","cpuset","machine":{"cores","kernel","cpu","versions":{..}},
 //! "rows":[{"row","label","command","status":"ok"|"failed","reason","cells":[{"connections",
 //! "samples":[{"round","requests_per_s","requests","errors","p50_us","p99_us","cpu_percent",
 //! "cpu_us_per_request"}], "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent",
-//! "cpu_us_per_request","ratio_to_direct","ratio_paired":{"median","min","max","rounds"}}]}],
+//! "cpu_us_per_request","ratio_to_direct","ratio_paired":{"median","min","max","rounds"},
+//! "cpu_paired_to_docker_proxy":{..}|null}]}],
 //! "skipped":[{"row","reason"}], "notes":[..], "interrupted","ratio_base"}`. Both ratios are
 //! against `ratio_base`: the direct row (for every client: the benchmark's network is routed, so
 //! the remote client reaches the container's address too), or the host row when direct was not
@@ -82,6 +85,8 @@ pub struct CellOut {
     pub cpu_us_per_request: Option<f64>,
     pub ratio_to_direct: Option<f64>,
     pub ratio_paired: Option<Paired>,
+    /// Forwarder CPU per request, paired to docker-proxy's (rows with a forwarding process).
+    pub cpu_paired_to_docker_proxy: Option<Paired>,
 }
 
 /// One cell's sample with the round it was taken in.
@@ -149,19 +154,36 @@ pub fn paired(row: &BTreeMap<u32, f64>, base: &BTreeMap<u32, f64>) -> Option<Pai
     })
 }
 
-/// Requests/s by round.
-fn rps_by_round(samples: &BTreeMap<u32, Sample>) -> BTreeMap<u32, f64> {
-    samples
-        .iter()
-        .map(|(&round, s)| (round, s.requests_per_s))
-        .collect()
+/// One figure of every sample, by round.
+fn by_round(samples: &BTreeMap<u32, Sample>, f: fn(&Sample) -> f64) -> BTreeMap<u32, f64> {
+    samples.iter().map(|(&round, s)| (round, f(s))).collect()
 }
 
-/// One cell's figures; `base`: the reference row's samples at the same concurrency.
+/// Requests/s by round.
+fn rps_by_round(samples: &BTreeMap<u32, Sample>) -> BTreeMap<u32, f64> {
+    by_round(samples, |s| s.requests_per_s)
+}
+
+/// The paired ratio of a forwarder's CPU per request to docker-proxy's (`None` for rows
+/// without a forwarding process, whose CPU is 0 by construction).
+fn cpu_paired(
+    samples: &BTreeMap<u32, Sample>,
+    docker_proxy: Option<&BTreeMap<u32, Sample>>,
+) -> Option<Paired> {
+    let cpu = |s: &Sample| s.cpu_us_per_request;
+    if samples.values().all(|s| cpu(s) == 0.0) {
+        return None;
+    }
+    paired(&by_round(samples, cpu), &by_round(docker_proxy?, cpu))
+}
+
+/// One cell's figures; `base`: the reference row's samples at the same concurrency,
+/// `docker_proxy`: docker-proxy's there.
 fn cell(
     connections: u32,
     samples: &BTreeMap<u32, Sample>,
     base: Option<&BTreeMap<u32, Sample>>,
+    docker_proxy: Option<&BTreeMap<u32, Sample>>,
 ) -> CellOut {
     let of = |f: fn(&Sample) -> f64| median(&samples.values().map(f).collect::<Vec<_>>());
     let rps = spread(
@@ -170,7 +192,7 @@ fn cell(
             .map(|s| s.requests_per_s)
             .collect::<Vec<_>>(),
     );
-    let by_round = rps_by_round(samples);
+    let row_rps = rps_by_round(samples);
     let base_rps = base.map(rps_by_round).unwrap_or_default();
     let base_median = median(&base_rps.values().copied().collect::<Vec<_>>());
     CellOut {
@@ -185,7 +207,8 @@ fn cell(
         cpu_percent: of(|s| s.cpu_percent),
         cpu_us_per_request: of(|s| s.cpu_us_per_request),
         ratio_to_direct: rps.zip(base_median).map(|(r, d)| r.median / d),
-        ratio_paired: paired(&by_round, &base_rps),
+        ratio_paired: paired(&row_rps, &base_rps),
+        cpu_paired_to_docker_proxy: cpu_paired(samples, docker_proxy),
     }
 }
 
@@ -205,6 +228,7 @@ pub fn build(
     };
     let base = measured(RowKind::Direct).or_else(|| measured(RowKind::Host));
     let ratio_base = base.map(|r| r.kind);
+    let docker_proxy = measured(RowKind::DockerProxy);
     let rows_out = rows
         .iter()
         .map(|row| RowOut {
@@ -221,7 +245,14 @@ pub fn build(
                 .conc
                 .iter()
                 .enumerate()
-                .map(|(i, &c)| cell(c, &row.samples[i], base.map(|b| &b.samples[i])))
+                .map(|(i, &c)| {
+                    cell(
+                        c,
+                        &row.samples[i],
+                        base.map(|b| &b.samples[i]),
+                        docker_proxy.map(|d| &d.samples[i]),
+                    )
+                })
                 .collect(),
         })
         .collect();
@@ -346,9 +377,17 @@ pub fn render(report: &NetReport) -> String {
         ("latency p50 / p99 (µs)", |c| {
             Some(format!("{:.0} / {:.0}", c.p50_us?, c.p99_us?))
         }),
-        ("forwarder CPU per request (µs)", |c| {
-            c.cpu_us_per_request.map(|u| format!("{u:.1}"))
-        }),
+        (
+            "forwarder CPU per request (µs), and its paired ratio to docker-proxy's (median over \
+             rounds of the ratio of the two cells in the same round)",
+            |c| {
+                let us = c.cpu_us_per_request?;
+                Some(match c.cpu_paired_to_docker_proxy {
+                    Some(p) => format!("{us:.1} ({:.2}×)", p.median),
+                    None => format!("{us:.1}"),
+                })
+            },
+        ),
     ];
     let base = report
         .ratio_base
@@ -513,7 +552,7 @@ mod tests {
         };
         let row = samples(&[10_000.0, 12_000.0, 11_000.0]);
         let base = samples(&[20_000.0, 30_000.0, 22_000.0]);
-        let c = cell(4, &row, Some(&base));
+        let c = cell(4, &row, Some(&base), None);
         assert_eq!(c.requests_per_s.map(|s| s.median), Some(11_000.0));
         assert_eq!(c.ratio_to_direct, Some(0.5));
         assert_eq!(c.ratio_paired.map(|p| p.median), Some(0.5));
@@ -524,8 +563,31 @@ mod tests {
         assert_eq!(json["samples"][2]["round"], 2);
         assert_eq!(json["samples"][2]["requests_per_s"], 11_000.0);
         assert_eq!(json["ratio_paired"]["rounds"], 3);
-        let none = cell(4, &BTreeMap::new(), Some(&base));
+        let none = cell(4, &BTreeMap::new(), Some(&base), None);
         assert_eq!((none.ratio_to_direct, none.ratio_paired), (None, None));
-        assert_eq!(cell(4, &row, None).ratio_paired, None);
+        assert_eq!(cell(4, &row, None, None).ratio_paired, None);
+        assert_eq!(c.cpu_paired_to_docker_proxy, None, "no docker-proxy row");
+    }
+
+    #[test]
+    fn forwarder_cpu_is_paired_to_docker_proxys_and_kernel_rows_have_none() {
+        let at = |cpu_us: &[f64]| -> BTreeMap<u32, Sample> {
+            (0u32..)
+                .zip(cpu_us)
+                .map(|(r, &us)| {
+                    let mut s = sample(10_000.0, 0.0);
+                    s.cpu_us_per_request = us;
+                    (r, s)
+                })
+                .collect()
+        };
+        let docker_proxy = at(&[50.0, 40.0, 60.0]);
+        let proxy = cell(1, &at(&[25.0, 30.0, 30.0]), None, Some(&docker_proxy));
+        let p = proxy.cpu_paired_to_docker_proxy.expect("paired");
+        assert_eq!((p.median, p.min, p.max, p.rounds), (0.5, 0.5, 0.75, 3));
+        let kernel = cell(1, &at(&[0.0, 0.0, 0.0]), None, Some(&docker_proxy));
+        assert_eq!(kernel.cpu_paired_to_docker_proxy, None);
+        let json = serde_json::to_value(&proxy).expect("json");
+        assert_eq!(json["cpu_paired_to_docker_proxy"]["median"], 0.5);
     }
 }
