@@ -26,9 +26,10 @@ cd "$(dirname "$0")/.."
 #   nginx libnginx-mod-stream haproxy  peer forwarders (`bench net` rows)
 #   iptables        Docker-style kernel NAT rows (`bench net`, `bench scale`)
 #   postgresql      `pier bench net --workload pg` (server and pgbench)
+#   strace python3  tests: counting a listing's sockets (pier-net), passing a listener on fd 4 (proxy)
 PACKAGES=(gcc libc6-dev busybox-static crun runc libseccomp-dev pkg-config docker.io podman containerd hyperfine
           iproute2 util-linux procps nftables clang libbpf-dev bpftool libelf-dev zlib1g-dev make
-          wrk nginx libnginx-mod-stream haproxy iptables postgresql)
+          wrk nginx libnginx-mod-stream haproxy iptables postgresql strace python3)
 
 need_root() {
     if [ "$(id -u)" != 0 ]; then

@@ -7,28 +7,7 @@
 //! (engine_support); the map is read with bpftool.
 mod engine_support;
 
-use engine_support::{describe, require_root, unique, Host};
-
-/// The netns cookies in the client map pinned for `host` (bpftool's JSON dump; with the map's
-/// BTF, `formatted.key` is the cookie as a number).
-fn client_cookies(host: &Host) -> Vec<u64> {
-    let map = host.bpf_pins().join("pier_clients");
-    let out = std::process::Command::new("bpftool")
-        .args(["-j", "map", "dump", "pinned"])
-        .arg(&map)
-        .output()
-        .expect("running bpftool");
-    assert!(out.status.success(), "bpftool map dump: {}", describe(&out));
-    let entries: Vec<serde_json::Value> =
-        serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
-    let mut cookies: Vec<u64> = entries
-        .iter()
-        .map(|e| e["formatted"]["key"].as_u64())
-        .map(|key| key.unwrap_or_else(|| panic!("no formatted key: {entries:?}")))
-        .collect();
-    cookies.sort();
-    cookies
-}
+use engine_support::{require_root, unique, Host};
 
 /// The netns cookie container `id`'s record holds.
 fn recorded_cookie(host: &Host, id: &str) -> Option<u64> {
@@ -60,7 +39,7 @@ fn a_container_started_before_the_pins_is_registered_by_the_publish_that_makes_t
     );
     let web = unique("web");
     let web_id = host.start(&web, &EBPF, &["sleep", "600"]);
-    let registered = client_cookies(&host);
+    let registered = host.client_cookies();
     assert_eq!(
         registered.len(),
         2,
@@ -70,10 +49,10 @@ fn a_container_started_before_the_pins_is_registered_by_the_publish_that_makes_t
     let web_cookie = recorded_cookie(&host, &web_id).expect("the publisher's cookie");
     assert!(early_cookie.is_some_and(|c| registered.contains(&c)));
     host.ok(&["rm", "-f", &early]);
-    assert_eq!(client_cookies(&host), [web_cookie], "rm unregistered it");
+    assert_eq!(host.client_cookies(), [web_cookie], "rm unregistered it");
     host.ok(&["rm", "-f", &web]);
     assert!(
-        client_cookies(&host).is_empty(),
+        host.client_cookies().is_empty(),
         "rm unregistered the publisher"
     );
 }
@@ -87,13 +66,13 @@ fn a_joiner_leaving_keeps_the_entry_and_the_owner_leaving_takes_the_network() {
     let web = unique("web");
     let web_id = host.start(&web, &EBPF, &["sleep", "600"]);
     let cookie = recorded_cookie(&host, &web_id).expect("the publisher's cookie");
-    assert_eq!(client_cookies(&host), [cookie]);
+    assert_eq!(host.client_cookies(), [cookie]);
     let network = format!("container:{web}");
     let first = unique("first");
     host.start(&first, &["--network", &network], &["sleep", "600"]);
     host.ok(&["rm", "-f", &first]);
     assert_eq!(
-        client_cookies(&host),
+        host.client_cookies(),
         [cookie],
         "a joiner leaving keeps the entry of the namespace it joined"
     );
@@ -104,7 +83,7 @@ fn a_joiner_leaving_keeps_the_entry_and_the_owner_leaving_takes_the_network() {
         .contains("eth0"));
     host.ok(&["rm", "-f", &web]);
     assert!(
-        client_cookies(&host).is_empty(),
+        host.client_cookies().is_empty(),
         "the owner took the namespace off its network: its entry went too"
     );
     let devices = host.ok(&["exec", &joiner, "cat", "/proc/net/dev"]);
@@ -119,5 +98,5 @@ fn a_joiner_leaving_keeps_the_entry_and_the_owner_leaving_takes_the_network() {
     );
     host.ok(&["gc"]);
     host.ok(&["rm", "-f", &joiner]);
-    assert!(client_cookies(&host).is_empty());
+    assert!(host.client_cookies().is_empty());
 }

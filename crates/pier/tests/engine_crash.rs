@@ -149,31 +149,6 @@ fn nothing_survives_a_crash_at_any_point() {
     );
 }
 
-/// The netns cookies in the ebpf client map pinned for `host` (bpftool's JSON dump; with the
-/// map's BTF, `formatted.key` is the cookie as a number).
-fn client_cookies(host: &Host) -> Vec<u64> {
-    let map = host.bpf_pins().join("pier_clients");
-    let bpftool = ["/usr/sbin/bpftool", "bpftool"]
-        .into_iter()
-        .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
-        .unwrap_or("bpftool");
-    let out = std::process::Command::new(bpftool)
-        .args(["-j", "map", "dump", "pinned"])
-        .arg(&map)
-        .output()
-        .expect("running bpftool");
-    assert!(out.status.success(), "bpftool map dump: {}", describe(&out));
-    let entries: Vec<serde_json::Value> =
-        serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
-    let mut cookies: Vec<u64> = entries
-        .iter()
-        .map(|e| e["formatted"]["key"].as_u64())
-        .map(|key| key.unwrap_or_else(|| panic!("no formatted key: {entries:?}")))
-        .collect();
-    cookies.sort();
-    cookies
-}
-
 #[test]
 fn a_client_registered_by_a_killed_run_is_removed_by_gc() {
     if !require_root("a_client_registered_by_a_killed_run_is_removed_by_gc") {
@@ -183,7 +158,7 @@ fn a_client_registered_by_a_killed_run_is_removed_by_gc() {
     let web = unique("web");
     let ebpf = ["-p", "18080:80", "--publish-mode", "ebpf"];
     host.start(&web, &ebpf, &["sleep", "600"]);
-    let served = client_cookies(&host);
+    let served = host.client_cookies();
     assert_eq!(served.len(), 1, "the publishing container is a client too");
     let name = unique("client");
     let mark = format!("PIER_TEST_MARK={name}");
@@ -191,7 +166,7 @@ fn a_client_registered_by_a_killed_run_is_removed_by_gc() {
         "run", "-d", "--name", &name, "-e", &mark, "host", "sleep", "600",
     ];
     crash(&host, "run:network-attached", &run).unwrap();
-    let registered = client_cookies(&host);
+    let registered = host.client_cookies();
     assert_eq!(
         registered.len(),
         2,
@@ -199,7 +174,7 @@ fn a_client_registered_by_a_killed_run_is_removed_by_gc() {
     );
     host.ok(&["gc"]);
     assert_eq!(
-        client_cookies(&host),
+        host.client_cookies(),
         served,
         "gc unregistered the killed run's client"
     );
@@ -210,7 +185,7 @@ fn a_client_registered_by_a_killed_run_is_removed_by_gc() {
     );
     host.ok(&["rm", "-f", &web]);
     assert!(
-        client_cookies(&host).is_empty(),
+        host.client_cookies().is_empty(),
         "rm unregistered the publisher"
     );
 }

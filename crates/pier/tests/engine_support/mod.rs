@@ -140,6 +140,31 @@ impl Host {
         Path::new("/sys/fs/bpf").join(&self.netns.name)
     }
 
+    /// The netns cookies in the ebpf client map pinned for this host (bpftool's JSON dump; with the
+    /// map's BTF, `formatted.key` is the cookie as a number).
+    pub fn client_cookies(&self) -> Vec<u64> {
+        let map = self.bpf_pins().join("pier_clients");
+        let bpftool = ["/usr/sbin/bpftool", "bpftool"]
+            .into_iter()
+            .find(|p| !p.starts_with('/') || std::path::Path::new(p).exists())
+            .unwrap_or("bpftool");
+        let out = std::process::Command::new(bpftool)
+            .args(["-j", "map", "dump", "pinned"])
+            .arg(&map)
+            .output()
+            .expect("running bpftool");
+        assert!(out.status.success(), "bpftool map dump: {}", describe(&out));
+        let entries: Vec<serde_json::Value> =
+            serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
+        let mut cookies: Vec<u64> = entries
+            .iter()
+            .map(|e| e["formatted"]["key"].as_u64())
+            .map(|key| key.unwrap_or_else(|| panic!("no formatted key: {entries:?}")))
+            .collect();
+        cookies.sort();
+        cookies
+    }
+
     /// `pier ARGS` inside the namespace, over the state directory, stdin closed.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("nsenter");
