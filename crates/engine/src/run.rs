@@ -206,7 +206,7 @@ impl Engine {
                 let Some(init) = peer.init.filter(|_| peer.running()) else {
                     return Err(EngineError::NotRunning(other.clone()));
                 };
-                // Its namespace's client entry stays while this joiner lives (clients.rs).
+                // This joiner leaving must not take the namespace's client entry (clients.rs).
                 if peer.client_cookie.is_some() {
                     self.note_joiner()?;
                 }

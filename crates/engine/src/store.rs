@@ -109,8 +109,9 @@ pub struct Record {
     pub logged: bool,
     /// Every object was removed after the exit (else `gc` retries).
     pub torn_down: bool,
-    /// The netns cookie of the container, once registered (or about to be) with the ebpf
-    /// programs as a client; absent from records of older piers.
+    /// The netns cookie of a bridged container (recorded at start, registered with the ebpf
+    /// programs as a client when they serve this namespace), or of the namespace a
+    /// `container:` joiner joined (clients.rs); absent from records of older piers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cookie: Option<u64>,
 }
