@@ -18,6 +18,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+/// A state directory of the test's own for the pier runs of a benchmark.
+fn state_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("pier-test-bench-state-")
+        .tempdir()
+        .expect("state dir")
+}
+
 /// The root tests run one at a time: each checks that no benchmark namespace or work dir exists
 /// afterwards that did not exist before, which another running benchmark would upset.
 fn serial() -> MutexGuard<'static, ()> {
@@ -294,10 +302,7 @@ fn server_started_by_pier_run_and_removed() {
     }
     let _serial = serial();
     let ns = TestNs::new();
-    let state = tempfile::Builder::new()
-        .prefix("pier-test-bench-state-")
-        .tempdir()
-        .expect("state dir");
+    let state = state_dir();
     let rows = ["direct", "pier-proxy", "docker-proxy", "pier-auto"];
     let (_, report) = bench_with(&ns, &["--rows", &rows.join(",")], Some(state.path()));
     assert!(
@@ -387,10 +392,7 @@ fn pins_go_to_a_private_dir_that_is_removed() {
     }
     let _serial = serial();
     let ns = TestNs::new();
-    let state = tempfile::Builder::new()
-        .prefix("pier-test-bench-state-")
-        .tempdir()
-        .expect("state dir");
+    let state = state_dir();
     let production = ProductionPins::note();
     // The pin dir of a benchmark that was killed: its pid (a reaped child's) is gone.
     let mut child = Command::new("true").spawn().expect("spawn true");
@@ -451,10 +453,7 @@ fn pg_workload_runs_pgbench_through_the_rows() {
     }
     let _serial = serial();
     let ns = TestNs::new();
-    let state = tempfile::Builder::new()
-        .prefix("pier-test-bench-state-")
-        .tempdir()
-        .expect("state dir");
+    let state = state_dir();
     let args = [
         "--workload",
         "pg",
