@@ -8,7 +8,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCES: &[&str] = &["publish"];
+const SOURCES: &[&str] = &["publish", "remote"];
 const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 fn main() {

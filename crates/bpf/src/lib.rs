@@ -17,7 +17,8 @@
 //! bpf_link for cgroups (5.7+), getpeername/recvmsg hooks (5.8+). Root (CAP_BPF + CAP_NET_ADMIN).
 //!
 //! Why C: BPF programs in Rust (aya-ebpf) need nightly and rust-src; pier builds on stable, so the programs
-//! are C compiled by clang in build.rs and loaded with libbpf-rs's safe API (no `unsafe` here).
+//! are C compiled by clang in build.rs and loaded with libbpf-rs's safe API (no `unsafe` here; the tcx
+//! attach libbpf-rs lacks is pier-sys's `tcx` module).
 //!
 //! A second map, `pier_owner` (same key), names the container that published each key; the programs never
 //! read it, the publish engine lists it to name a conflicting port's owner ([`Publisher::published`]).
@@ -37,6 +38,13 @@
 //! to the host's namespace only; unregistered namespaces (which may have no route to the target) and
 //! targets off a client's networks are the nat engine's.
 //!
+//! Remote clients: a second object (`src/bpf/remote.bpf.c`, loader in `remote.rs`) does DNAT for clients
+//! coming in through an uplink at tc ingress, before netfilter, with flow maps of its own instead of
+//! conntrack, and translates replies back at each pier bridge's ingress. It is pinned in the subdirectory
+//! `remote/` of the pin dir ([`load_remote`], [`attach_remote`] with tcx links pinned per interface) and
+//! published through the map `pier_remote` ([`RemotePublisher`]), a mirror of the nat engine's DNAT
+//! elements: what it does not take, nft does.
+//!
 //! Measured here (debug build, kernel 6.18): load+pin 12–14 ms, attach of all ten programs with pinned
 //! links ~0.5 ms, publish ~1.1 µs and unpublish ~0.7 µs per port (1,000 ports).
 //!
@@ -50,8 +58,15 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+
+mod remote;
 use nix::mount::{mount, MsFlags};
 use nix::sys::statfs::{statfs, FsType};
+pub use remote::{
+    attach as attach_remote, attached as attached_remote, load_remote, remote_dir, remote_loaded,
+    remote_stats, unpin_link as unpin_remote_link, Hook, RemoteEntry, RemotePublisher, RemoteStats,
+    REMOTE_DIR, REMOTE_MAP,
+};
 
 /// Where production pins programs, links and the map.
 pub const PIN_DIR: &str = "/sys/fs/bpf/pier";
@@ -71,8 +86,8 @@ const CLIENT_LEN: usize = CLIENT_SUBNETS * 32 + 8;
 const OWNER_LEN: usize = 64;
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/publish.bpf.o"));
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
+pub(crate) const IPPROTO_TCP: u8 = 6;
+pub(crate) const IPPROTO_UDP: u8 = 17;
 const BPF_FS_MAGIC: FsType = FsType(0xcafe4a11);
 
 /// A failure of one step, naming the program, map or path involved.
@@ -105,6 +120,12 @@ pub enum Error {
         program: String,
         path: PathBuf,
         source: libbpf_rs::Error,
+    },
+    #[error("attaching program {program} to the tc ingress of interface {ifindex} (tcx, Linux 6.6+): {source}")]
+    AttachTc {
+        program: String,
+        ifindex: u32,
+        source: io::Error,
     },
     #[error("pinning the link of program {program} at {path}: {source}")]
     PinLink {
@@ -198,7 +219,7 @@ pub struct Mapping {
 }
 
 /// A map address: 16 bytes, IPv4 v4-mapped, the wildcard all zeros.
-fn map_addr(ip: IpAddr) -> [u8; 16] {
+pub(crate) fn map_addr(ip: IpAddr) -> [u8; 16] {
     if ip.is_unspecified() {
         return [0; 16];
     }
@@ -439,7 +460,7 @@ pub fn detach(pin_dir: &Path) -> Result<(), Error> {
 /// Detach, then remove every pin (programs, maps) and `pin_dir` itself. The kernel frees the objects once
 /// no pin, link or fd refers to them. Keeps going past failures and returns the first one.
 pub fn unpin_all(pin_dir: &Path) -> Result<(), Error> {
-    let mut first = detach(pin_dir);
+    let mut first = detach(pin_dir).and(remote::remove_dir(&remote_dir(pin_dir)));
     for path in pins(pin_dir)? {
         if let Err(source) = std::fs::remove_file(&path) {
             first = first.and(Err(Error::Unpin { path, source }));
@@ -730,7 +751,7 @@ pub fn mount_bpffs(path: &Path) -> Result<bool, Error> {
     Ok(true)
 }
 
-fn is_bpffs(path: &Path) -> nix::Result<bool> {
+pub(crate) fn is_bpffs(path: &Path) -> nix::Result<bool> {
     Ok(statfs(path)?.filesystem_type() == BPF_FS_MAGIC)
 }
 

@@ -17,5 +17,5 @@ pub mod pool;
 pub mod subnet;
 
 pub use error::NetError;
-pub use netlink::{IpvlanMode, Netlink, Route};
+pub use netlink::{IpvlanMode, LinkSummary, Netlink, Route};
 pub use subnet::{Subnet, SubnetError};

@@ -245,6 +245,7 @@ fn auto_without_cgroup2_falls_back_to_nat_and_a_loopback_proxy() {
             .map(|e| match e {
                 Entry::Bpf { .. } => "bpf".to_string(),
                 Entry::Nft { host, .. } => format!("nft {host:?}"),
+                Entry::Remote { host, .. } => format!("remote {host:?}"),
                 Entry::Proxy { host, .. } => format!("proxy {host}"),
             })
             .collect();

@@ -82,7 +82,7 @@ struct GetFdAttr {
 }
 
 /// bpf(cmd, attr, sizeof attr).
-fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
+pub(crate) fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a live, exclusively borrowed #[repr(C)] prefix of `union bpf_attr` and
     // the size passed is exactly its size, so the kernel reads and writes only inside it; any
     // pointers inside it were set by the caller to buffers that outlive this call.
@@ -102,7 +102,7 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
 }
 
 /// Takes ownership of a new fd the kernel returned.
-fn owned(fd: libc::c_long) -> OwnedFd {
+pub(crate) fn owned(fd: libc::c_long) -> OwnedFd {
     // SAFETY: bpf(2) returned this fd just now for us alone; nothing else owns or closes it.
     unsafe { OwnedFd::from_raw_fd(fd as i32) }
 }

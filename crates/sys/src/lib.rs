@@ -20,6 +20,7 @@ pub mod pidfd;
 pub mod process;
 pub mod publish;
 pub mod seccomp;
+pub mod tcx;
 
 /// The result of a raw syscall: a negative return is the failure whose errno is in `errno`.
 pub(crate) fn check<T: Copy + PartialOrd + Default>(rc: T) -> std::io::Result<T> {

@@ -11,13 +11,55 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use netlink_packet_core::{NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
     InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData, InfoPortKind,
-    InfoVeth, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, MacVlanMode,
+    InfoVeth, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkLayerType, LinkMessage,
+    MacVlanMode,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use nix::errno::Errno;
 
 use super::Netlink;
 use crate::NetError;
+
+/// One link as [`Netlink::links`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSummary {
+    pub index: u32,
+    pub name: String,
+    /// The link it is enslaved to (a bridge port's bridge).
+    pub master: Option<u32>,
+    /// Its kind (`bridge`, `veth`, ...), `None` for a physical device.
+    pub kind: Option<String>,
+    pub loopback: bool,
+    /// Whether it carries Ethernet frames (not a tun, wireguard or other L3 device).
+    pub ether: bool,
+}
+
+impl LinkSummary {
+    fn from_message(link: LinkMessage) -> Self {
+        let mut summary = Self {
+            index: link.header.index,
+            name: String::new(),
+            master: None,
+            kind: None,
+            loopback: link.header.flags.contains(LinkFlags::Loopback),
+            ether: link.header.link_layer_type == LinkLayerType::Ether,
+        };
+        for attr in link.attributes {
+            match attr {
+                LinkAttribute::IfName(name) => summary.name = name,
+                LinkAttribute::Controller(master) => summary.master = Some(master),
+                LinkAttribute::LinkInfo(infos) => {
+                    summary.kind = infos.into_iter().find_map(|i| match i {
+                        LinkInfo::Kind(kind) => Some(kind.to_string()),
+                        _ => None,
+                    })
+                }
+                _ => {}
+            }
+        }
+        summary
+    }
+}
 
 /// The ipvlan modes pier offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,6 +337,20 @@ impl Netlink {
             Err(e) if e.raw_os_error() == Some(Errno::ENODEV as i32) => Ok(None),
             Err(e) => Err(NetError::netlink("get link", format!("link #{index}"), e)),
         }
+    }
+
+    /// Every link of this namespace, with its master (a bridge port's bridge) and kind.
+    pub fn links(&mut self) -> Result<Vec<LinkSummary>, NetError> {
+        let answers = self
+            .dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))
+            .map_err(|e| NetError::netlink("list links", "all links", e))?;
+        Ok(answers
+            .into_iter()
+            .filter_map(|answer| match answer {
+                RouteNetlinkMessage::NewLink(link) => Some(LinkSummary::from_message(link)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// The index of the link called `name`, or `None` when there is no such link.

@@ -20,7 +20,7 @@ use netlink_packet_core::{
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-pub use link::IpvlanMode;
+pub use link::{IpvlanMode, LinkSummary};
 pub use route::Route;
 
 use crate::NetError;

@@ -1,16 +1,16 @@
 //! Making and removing entries, whichever engine planned them: the entries describe themselves
-//! (map entry, nft element, proxy child), so one apply and one remove serve every engine, and
+//! (map entry, nft element, remote map entry, proxy child), so one apply and one remove serve every engine, and
 //! crash recovery needs no engine at all.
 //!
 //! Theory of operation: apply makes the kinds in a fixed order (map entries, then nft
-//! elements in one transaction, then proxy children) and, when a step fails, removes what the
+//! elements in one transaction, then their tc twins in the remote map, then proxy children) and, when a step fails, removes what the
 //! earlier steps made before returning the error: all or nothing. Remove goes through every
 //! kind even when one fails and reports every failure.
 //!
 //! Privileges: those of each kind (see ebpf.rs, nat.rs, proxy.rs). Tests: priv_engines*.rs.
 use std::net::SocketAddr;
 
-use super::{ebpf, nat, proxy, Entry, PublishError, Settings, Target};
+use super::{ebpf, nat, proxy, remote, Entry, PublishError, Settings, Target};
 use crate::Protocol;
 
 type Bpf = (Protocol, SocketAddr, SocketAddr);
@@ -42,6 +42,12 @@ pub(crate) fn apply(
         let _ = ebpf::remove_entries(settings, &bpf);
         return Err(e);
     }
+    let tc: Vec<_> = entries.iter().filter_map(remote::remote).collect();
+    if let Err(e) = remote::apply_entries(settings, target, &tc) {
+        let _ = nat::remove_entries(&nft);
+        let _ = ebpf::remove_entries(settings, &bpf);
+        return Err(e);
+    }
     let mut made = Vec::with_capacity(entries.len());
     for entry in entries {
         let Entry::Proxy {
@@ -64,6 +70,7 @@ pub(crate) fn apply(
             }),
             Err(e) => {
                 let _ = remove(settings, &made);
+                let _ = remote::remove_entries(settings, &tc);
                 let _ = nat::remove_entries(&nft);
                 let _ = ebpf::remove_entries(settings, &bpf);
                 return Err(e);
@@ -91,6 +98,8 @@ pub(crate) fn remove(settings: &Settings, entries: &[Entry]) -> Result<(), Publi
             }
         }
     }
+    let tc: Vec<_> = entries.iter().filter_map(remote::remote).collect();
+    errors.extend(remote::remove_entries(settings, &tc).err());
     let nft: Vec<_> = entries.iter().filter_map(nat::mapping).collect();
     errors.extend(nat::remove_entries(&nft).err());
     errors.extend(ebpf::remove_entries(settings, &bpf_entries(entries)).err());

@@ -1,13 +1,16 @@
 //! auto engine: the ebpf engine for clients in the host's network namespace and in containers
 //! on the target's own network, the nat engine for remote clients and containers on other
-//! networks (the programs leave those alone); where cgroup2/BPF is missing, nat for remote
-//! clients and a proxy for loopback.
+//! networks (the programs leave those alone), optionally (`PIER_REMOTE_TC=1`) with the tc
+//! programs of remote.rs in front of nat for remote clients of a bridged container (no
+//! conntrack on their path); where
+//! cgroup2/BPF is missing, nat for remote clients and a proxy for loopback.
 //!
 //! Theory of operation: made once per process; if the ebpf programs cannot be loaded or
 //! attached, ONE line on stderr says why and that auto falls back. A plan is the union of the
 //! engines' entries for the same resolved pairs: with ebpf, its map entries (every local front)
 //! plus nat's elements (remote clients; fronts nat cannot serve are skipped, the map entries
-//! cover them locally); without, nat's elements plus proxy children on 127.0.0.1 and ::1 for a
+//! cover them locally) and, when the tc programs are attached (one line says why not), the
+//! remote map twin of each of those elements (only with `Settings::remote_tc`); without, nat's elements plus proxy children on 127.0.0.1 and ::1 for a
 //! wildcard, on the address itself for a loopback front or one of the other family.
 //!
 //! Section order (the same in every engine file): engine, plan, apply, remove.
@@ -17,11 +20,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::nat::Strict;
 use super::plan::Pair;
-use super::{ebpf, nat, proxy, Engine, Entry, PublishError, Settings, Target};
+use super::{ebpf, nat, proxy, remote, Engine, Entry, PublishError, Settings, Target};
 use crate::Protocol;
 
 /// Whether the fallback line was printed by this process.
 static WARNED: AtomicBool = AtomicBool::new(false);
+/// Whether the line about remote clients staying on nft was printed by this process.
+static WARNED_REMOTE: AtomicBool = AtomicBool::new(false);
 
 /// The auto engine.
 #[derive(Debug)]
@@ -29,6 +34,8 @@ pub(crate) struct Auto {
     settings: Settings,
     /// Whether the ebpf programs are loaded and attached.
     ebpf: bool,
+    /// Whether the tc programs for remote clients are loaded and on the uplinks.
+    remote: bool,
 }
 
 impl Auto {
@@ -43,9 +50,11 @@ impl Auto {
                 false
             }
         };
+        let remote = ebpf && settings.remote_tc && remote_ready(settings);
         Ok(Self {
             settings: settings.clone(),
             ebpf,
+            remote,
         })
     }
 }
@@ -81,9 +90,27 @@ impl Engine for Auto {
                     &local_fronts(pair, target),
                 )?);
             }
-            entries.extend(nat::entries_for(pair, target, Strict::Skip)?);
+            let nft = nat::entries_for(pair, target, Strict::Skip)?;
+            if self.remote {
+                entries.extend(remote::entries_for(&nft, target)?);
+            }
+            entries.extend(nft);
         }
         Ok(entries)
+    }
+}
+
+/// Loads and attaches the tc programs for remote clients; when that fails, one line says why
+/// and remote clients stay on nft alone.
+fn remote_ready(settings: &Settings) -> bool {
+    match remote::ensure(settings) {
+        Ok(()) => true,
+        Err(e) => {
+            if !WARNED_REMOTE.swap(true, Ordering::Relaxed) {
+                eprintln!("pier: publish: remote clients go through nft DNAT only ({e})");
+            }
+            false
+        }
     }
 }
 

@@ -157,7 +157,7 @@ pub fn retire_old_pins(settings: &Settings) -> Result<bool, PublishError> {
 
 /// Mounts bpffs on the pin dir's parent if needed and holds a flock on it, which serialises
 /// pier processes loading, replacing or retiring the pins.
-fn lock_pins(settings: &Settings) -> Result<Flock<std::fs::File>, PublishError> {
+pub(crate) fn lock_pins(settings: &Settings) -> Result<Flock<std::fs::File>, PublishError> {
     let pin_dir = &settings.bpf_pin_dir;
     let parent = pin_dir.parent().unwrap_or(Path::new("/"));
     pier_bpf::mount_bpffs(parent).map_err(|e| PublishError::Unavailable {
@@ -324,7 +324,7 @@ fn mapping(protocol: Protocol, host: SocketAddr, target: SocketAddr) -> Mapping 
     }
 }
 
-fn bpf_err(step: &'static str) -> impl Fn(pier_bpf::Error) -> PublishError {
+pub(crate) fn bpf_err(step: &'static str) -> impl Fn(pier_bpf::Error) -> PublishError {
     move |source| PublishError::Bpf { step, source }
 }
 

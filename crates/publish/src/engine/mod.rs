@@ -30,6 +30,7 @@ mod ebpf;
 mod nat;
 mod plan;
 mod proxy;
+mod remote;
 mod sockets;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,9 @@ pub struct Settings {
     pub bpf_cgroup: PathBuf,
     /// The program run as `<proxy_binary> proxy -proto …` (pier itself).
     pub proxy_binary: PathBuf,
+    /// Whether auto puts the tc programs (remote.rs) in front of nat for remote clients
+    /// (`PIER_REMOTE_TC=1`; off by default: see docs/benchmarks.md for the p99 it costs today).
+    pub remote_tc: bool,
 }
 
 /// One thing a publish made, as recorded in the container's state. Entries describe
@@ -85,6 +89,16 @@ pub enum Entry {
         host_port: u16,
         container: IpAddr,
         container_port: u16,
+    },
+    /// An entry of pier-bpf's remote map, the tc fast path of the `Nft` element with the same
+    /// fields (`ifindex`: the interface a specific `host` is on, 0 for the wildcard).
+    Remote {
+        protocol: Protocol,
+        host: Option<IpAddr>,
+        host_port: u16,
+        container: IpAddr,
+        container_port: u16,
+        ifindex: u32,
     },
     /// A `pier proxy` child listening on `host` and forwarding to `target`; `pid` and
     /// `start_time` (field 22 of /proc/PID/stat) once it runs ([`Publish::apply_recorded`]).

@@ -46,6 +46,7 @@ impl BpfHome {
             bpf_pin_dir: self.pin_dir(),
             bpf_cgroup: self.cgroup.clone(),
             proxy_binary,
+            remote_tc: false,
         }
     }
 

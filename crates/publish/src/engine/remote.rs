@@ -1,0 +1,183 @@
+//! Remote clients at tc: the auto engine's fast path for what the nat engine's DNAT elements
+//! publish, through pier-bpf's tc programs (crates/bpf/src/bpf/remote.bpf.c says how they
+//! translate without conntrack).
+//!
+//! Theory of operation: [`ensure`] loads the programs once (pinned under the pin dir's
+//! `remote/`), attaches `pier_tc_in` to every uplink that lacks it and unpins the links of
+//! interfaces that are gone; it runs when an auto engine is made, so an interface added later
+//! is covered from the next publish on (until then nft serves it). An uplink is an Ethernet
+//! interface of this namespace that is not loopback, not a bridge port and not a pier bridge
+//! (remote clients come in through it). Every nft element auto plans for a container on a pier
+//! bridge gets a twin entry here ([`entries_for`]): same front, same target, plus the index of
+//! the interface a specific host address is on. Applying attaches `pier_tc_reply` to the
+//! target's bridge and writes the map; the nft element stays underneath as the authority and
+//! the fallback for everything the programs leave alone. Removing deletes the map entry only
+//! when it still points at the same target.
+//!
+//! Privileges: root (CAP_BPF, CAP_NET_ADMIN). Tests: crates/publish/tests/priv_engines_remote.rs.
+use std::net::{IpAddr, SocketAddr};
+
+use pier_bpf::{Hook, Proto, RemoteEntry, RemotePublisher};
+
+use super::ebpf::{bpf_err, lock_pins};
+use super::{Entry, PublishError, Settings, Target};
+use crate::Protocol;
+
+/// Loads and attaches what remote clients need; the error says which facility is missing.
+pub(crate) fn ensure(settings: &Settings) -> Result<(), String> {
+    let _lock = lock_pins(settings).map_err(|e| e.to_string())?;
+    let pin_dir = &settings.bpf_pin_dir;
+    pier_bpf::load_remote(pin_dir).map_err(|e| e.to_string())?;
+    let mut nl = pier_net::Netlink::open().map_err(|e| e.to_string())?;
+    let links = nl.links().map_err(|e| e.to_string())?;
+    for (hook, index) in pier_bpf::attached_remote(pin_dir) {
+        if !links.iter().any(|l| l.index == index) {
+            pier_bpf::unpin_remote_link(pin_dir, hook, index).map_err(|e| e.to_string())?;
+        }
+    }
+    for link in links.iter().filter(|l| is_uplink(l)) {
+        pier_bpf::attach_remote(pin_dir, Hook::Uplink, link.index).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// An interface remote clients come in through.
+fn is_uplink(link: &pier_net::LinkSummary) -> bool {
+    let pier_bridge = link.kind.as_deref() == Some("bridge")
+        && (link.name == "pier0" || link.name.starts_with("pier-"));
+    link.ether && !link.loopback && link.master.is_none() && !pier_bridge
+}
+
+/// The twin of each of auto's nft elements the programs can serve: TCP and UDP, a container
+/// on a bridge, a specific host address found on an interface of this namespace.
+pub(crate) fn entries_for(nft: &[Entry], target: &Target) -> Result<Vec<Entry>, PublishError> {
+    if target.bridge.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut addresses = None;
+    let mut out = Vec::new();
+    for entry in nft {
+        let Entry::Nft {
+            protocol,
+            host,
+            host_port,
+            container,
+            container_port,
+        } = *entry
+        else {
+            continue;
+        };
+        if protocol == Protocol::Sctp {
+            continue;
+        }
+        let ifindex = match host {
+            None => 0,
+            Some(ip) => {
+                let list = match &mut addresses {
+                    Some(list) => list,
+                    None => addresses.insert(host_addresses()?),
+                };
+                match list.iter().find(|(_, a)| *a == ip) {
+                    Some(&(index, _)) => index,
+                    None => continue,
+                }
+            }
+        };
+        out.push(Entry::Remote {
+            protocol,
+            host,
+            host_port,
+            container,
+            container_port,
+            ifindex,
+        });
+    }
+    Ok(out)
+}
+
+fn host_addresses() -> Result<Vec<(u32, IpAddr)>, PublishError> {
+    let net_err = |source| PublishError::Net {
+        step: "list host addresses",
+        source,
+    };
+    let mut nl = pier_net::Netlink::open().map_err(net_err)?;
+    let list = nl.addresses(None).map_err(net_err)?;
+    Ok(list.into_iter().map(|(index, ip, _)| (index, ip)).collect())
+}
+
+/// The map entry an [`Entry::Remote`] stands for.
+pub(crate) fn remote(entry: &Entry) -> Option<RemoteEntry> {
+    match *entry {
+        Entry::Remote {
+            protocol,
+            host,
+            host_port,
+            container,
+            container_port,
+            ifindex,
+        } => Some(RemoteEntry {
+            proto: match protocol {
+                Protocol::Tcp => Proto::Tcp,
+                Protocol::Udp => Proto::Udp,
+                Protocol::Sctp => return None,
+            },
+            host,
+            port: host_port,
+            target: SocketAddr::new(container, container_port),
+            ifindex,
+        }),
+        _ => None,
+    }
+}
+
+/// Attaches the reply program to the target's bridge and writes the entries; on failure
+/// removes the ones it wrote.
+pub(crate) fn apply_entries(
+    settings: &Settings,
+    target: &Target,
+    entries: &[RemoteEntry],
+) -> Result<(), PublishError> {
+    let Some(bridge) = target.bridge.as_deref().filter(|_| !entries.is_empty()) else {
+        return Ok(());
+    };
+    let pin_dir = &settings.bpf_pin_dir;
+    let net_err = |source| PublishError::Net {
+        step: "find the container's bridge",
+        source,
+    };
+    let index = pier_net::Netlink::open()
+        .and_then(|mut nl| nl.link_index(bridge))
+        .map_err(net_err)?;
+    if let Some(index) = index {
+        pier_bpf::attach_remote(pin_dir, Hook::Bridge, index)
+            .map_err(bpf_err("attach the reply program to the bridge"))?;
+    }
+    let publisher = RemotePublisher::open(pin_dir).map_err(bpf_err("open the remote map"))?;
+    for (done, entry) in entries.iter().enumerate() {
+        if let Err(e) = publisher.publish(entry) {
+            for made in &entries[..done] {
+                let _ = publisher.unpublish(made);
+            }
+            return Err(bpf_err("publish for remote clients")(e));
+        }
+    }
+    Ok(())
+}
+
+/// Removes the entries that still point at their target; missing map or entries are fine.
+pub(crate) fn remove_entries(
+    settings: &Settings,
+    entries: &[RemoteEntry],
+) -> Result<(), PublishError> {
+    if entries.is_empty() || !pier_bpf::remote_loaded(&settings.bpf_pin_dir) {
+        return Ok(());
+    }
+    let publisher =
+        RemotePublisher::open(&settings.bpf_pin_dir).map_err(bpf_err("open the remote map"))?;
+    let mut first = Ok(());
+    for entry in entries {
+        let res = publisher.unpublish(entry);
+        first = first.and(res.map_err(bpf_err("unpublish for remote clients")));
+    }
+    first
+}
