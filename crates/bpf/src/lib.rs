@@ -319,29 +319,7 @@ impl Programs {
                 path: pin_dir.to_owned(),
             });
         }
-        for mut prog in object.progs_mut() {
-            let program = prog.name().to_string_lossy().into_owned();
-            let path = pin_dir.join(&program);
-            prog.pin(&path).map_err(|source| Error::PinProgram {
-                program,
-                path,
-                source,
-            })?;
-        }
-        // Internal maps (`<obj>.rodata`) are not pinned: bpffs refuses names with a dot, and the
-        // programs hold them.
-        for mut map in object
-            .maps_mut()
-            .filter(|m| !m.name().to_string_lossy().contains('.'))
-        {
-            let name = map.name().to_string_lossy().into_owned();
-            let path = pin_dir.join(&name);
-            map.pin(&path).map_err(|source| Error::PinMap {
-                map: name,
-                path,
-                source,
-            })?;
-        }
+        pin_object(&mut object, pin_dir)?;
         Ok(Self {
             object,
             pin_dir: pin_dir.to_owned(),
@@ -379,6 +357,33 @@ impl Programs {
     pub fn publisher(&self) -> Result<Publisher, Error> {
         Publisher::open(&self.pin_dir)
     }
+}
+
+/// Pins every program and map of `object` under `dir`, each by its own name. Internal maps
+/// (`<obj>.rodata`) are not pinned: bpffs refuses names with a dot, and the programs hold them.
+pub(crate) fn pin_object(object: &mut Object, dir: &Path) -> Result<(), Error> {
+    for mut prog in object.progs_mut() {
+        let program = prog.name().to_string_lossy().into_owned();
+        let path = dir.join(&program);
+        prog.pin(&path).map_err(|source| Error::PinProgram {
+            program,
+            path,
+            source,
+        })?;
+    }
+    for mut map in object
+        .maps_mut()
+        .filter(|m| !m.name().to_string_lossy().contains('.'))
+    {
+        let name = map.name().to_string_lossy().into_owned();
+        let path = dir.join(&name);
+        map.pin(&path).map_err(|source| Error::PinMap {
+            map: name,
+            path,
+            source,
+        })?;
+    }
+    Ok(())
 }
 
 /// Writes the host namespace's cookie into entry 0 of [`CONFIG_MAP`].

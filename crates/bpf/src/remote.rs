@@ -73,14 +73,14 @@ pub fn load_remote(pin_dir: &Path) -> Result<(), Error> {
         return Ok(());
     }
     let dir = remote_dir(pin_dir);
-    let res = pin_object(&dir);
+    let res = load_into(&dir);
     if res.is_err() {
         let _ = remove_dir(&dir);
     }
     res
 }
 
-fn pin_object(dir: &Path) -> Result<(), Error> {
+fn load_into(dir: &Path) -> Result<(), Error> {
     let pin_dir_err = |source| Error::PinDir {
         path: dir.to_owned(),
         source,
@@ -96,28 +96,7 @@ fn pin_object(dir: &Path) -> Result<(), Error> {
         .map_err(Error::Open)?
         .load()
         .map_err(Error::Load)?;
-    for mut prog in object.progs_mut() {
-        let program = prog.name().to_string_lossy().into_owned();
-        let path = dir.join(&program);
-        prog.pin(&path).map_err(|source| Error::PinProgram {
-            program,
-            path,
-            source,
-        })?;
-    }
-    for mut map in object
-        .maps_mut()
-        .filter(|m| !m.name().to_string_lossy().contains('.'))
-    {
-        let name = map.name().to_string_lossy().into_owned();
-        let path = dir.join(&name);
-        map.pin(&path).map_err(|source| Error::PinMap {
-            map: name,
-            path,
-            source,
-        })?;
-    }
-    Ok(())
+    crate::pin_object(&mut object, dir)
 }
 
 fn link_path(pin_dir: &Path, hook: Hook, ifindex: u32) -> PathBuf {
