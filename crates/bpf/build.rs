@@ -15,6 +15,7 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed={VMLINUX_BTF}");
     vmlinux_h(&out);
+    println!("cargo:rerun-if-changed=src/bpf/pier_addr.h");
     for name in SOURCES {
         let src = format!("src/bpf/{name}.bpf.c");
         println!("cargo:rerun-if-changed={src}");

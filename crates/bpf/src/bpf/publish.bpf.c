@@ -50,20 +50,10 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "pier_addr.h"
 
 #define SYS_REJECT 0
 #define SYS_PROCEED 1
-
-struct pier_addr {
-	__u32 a[4];
-};
-
-struct pier_key {
-	struct pier_addr addr;
-	__u16 port;
-	__u8 proto;
-	__u8 pad;
-};
 
 struct pier_target {
 	struct pier_addr addr;
@@ -132,8 +122,6 @@ struct {
 	__type(value, struct pier_orig);
 } pier_orig SEC(".maps");
 
-#define V4MAPPED_WORD bpf_htonl(0x0000ffff)
-
 static __always_inline __u64 host_netns(void)
 {
 	__u32 zero = 0;
@@ -149,29 +137,9 @@ static __always_inline int in_host_netns(struct bpf_sock_addr *ctx)
 	return bpf_get_netns_cookie(ctx) == host_netns();
 }
 
-static __always_inline int is_v4mapped(const struct pier_addr *a)
-{
-	return a->a[0] == 0 && a->a[1] == 0 && a->a[2] == V4MAPPED_WORD;
-}
-
 static __always_inline int is_any(const struct pier_addr *a)
 {
 	return (a->a[0] | a->a[1] | a->a[2] | a->a[3]) == 0 || (is_v4mapped(a) && a->a[3] == 0);
-}
-
-static __always_inline int is_loopback(const struct pier_addr *a)
-{
-	if (is_v4mapped(a))
-		return (bpf_ntohl(a->a[3]) >> 24) == 127;
-	return a->a[0] == 0 && a->a[1] == 0 && a->a[2] == 0 && a->a[3] == bpf_htonl(1);
-}
-
-static __always_inline void set_v4mapped(struct pier_addr *a, __u32 ip4)
-{
-	a->a[0] = 0;
-	a->a[1] = 0;
-	a->a[2] = V4MAPPED_WORD;
-	a->a[3] = ip4;
 }
 
 /*

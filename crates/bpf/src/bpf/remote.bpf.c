@@ -45,6 +45,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include "pier_addr.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -59,17 +60,6 @@
 #define TCP_FLAG_ACK 0x10
 #define PROTO_TCP 6
 #define PROTO_UDP 17
-
-struct pier_addr {
-	__u32 a[4];
-};
-
-struct pier_key {
-	struct pier_addr addr;
-	__u16 port;
-	__u8 proto;
-	__u8 pad;
-};
 
 /* A published front for remote clients: where it goes, and who may use it. */
 struct pier_remote_target {
@@ -132,28 +122,6 @@ static __always_inline void count(__u32 stat)
 
 	if (n)
 		*n += 1;
-}
-
-#define V4MAPPED_WORD bpf_htonl(0x0000ffff)
-
-static __always_inline int is_v4mapped(const struct pier_addr *a)
-{
-	return a->a[0] == 0 && a->a[1] == 0 && a->a[2] == V4MAPPED_WORD;
-}
-
-static __always_inline void set_v4mapped(struct pier_addr *a, __u32 ip4)
-{
-	a->a[0] = 0;
-	a->a[1] = 0;
-	a->a[2] = V4MAPPED_WORD;
-	a->a[3] = ip4;
-}
-
-static __always_inline int is_loopback(const struct pier_addr *a)
-{
-	if (is_v4mapped(a))
-		return (bpf_ntohl(a->a[3]) >> 24) == 127;
-	return a->a[0] == 0 && a->a[1] == 0 && a->a[2] == 0 && a->a[3] == bpf_htonl(1);
 }
 
 static __always_inline int same(const struct pier_flow *f, const struct pier_remote_target *t)

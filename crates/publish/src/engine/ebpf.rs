@@ -232,21 +232,25 @@ pub(crate) fn own_netns_cookie() -> Result<u64, PublishError> {
 /// This namespace's addresses that the wildcard entry does not cover (not loopback, not
 /// link-local).
 pub(crate) fn host_addresses() -> Result<Vec<IpAddr>, PublishError> {
-    let net_err = |source| PublishError::Net {
-        step: "list host addresses",
-        source,
-    };
-    let mut nl = pier_net::Netlink::open().map_err(net_err)?;
-    let mut out: Vec<IpAddr> = nl
-        .addresses(None)
-        .map_err(net_err)?
+    let mut out: Vec<IpAddr> = addresses_by_link()?
         .into_iter()
-        .map(|(_, ip, _)| ip)
+        .map(|(_, ip)| ip)
         .filter(|ip| !ip.is_loopback() && !is_link_local(ip))
         .collect();
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// Every address of this namespace with the index of the interface holding it.
+pub(crate) fn addresses_by_link() -> Result<Vec<(u32, IpAddr)>, PublishError> {
+    let net_err = |source| PublishError::Net {
+        step: "list host addresses",
+        source,
+    };
+    let mut nl = pier_net::Netlink::open().map_err(net_err)?;
+    let list = nl.addresses(None).map_err(net_err)?;
+    Ok(list.into_iter().map(|(index, ip, _)| (index, ip)).collect())
 }
 
 fn is_link_local(ip: &IpAddr) -> bool {

@@ -15,11 +15,11 @@
 //! when it still points at the same target.
 //!
 //! Privileges: root (CAP_BPF, CAP_NET_ADMIN). Tests: crates/publish/tests/priv_engines_remote.rs.
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use pier_bpf::{Hook, Proto, RemoteEntry, RemotePublisher};
 
-use super::ebpf::{bpf_err, lock_pins};
+use super::ebpf::{addresses_by_link, bpf_err, lock_pins};
 use super::{Entry, PublishError, Settings, Target};
 use crate::Protocol;
 
@@ -75,7 +75,7 @@ pub(crate) fn entries_for(nft: &[Entry], target: &Target) -> Result<Vec<Entry>, 
             Some(ip) => {
                 let list = match &mut addresses {
                     Some(list) => list,
-                    None => addresses.insert(host_addresses()?),
+                    None => addresses.insert(addresses_by_link()?),
                 };
                 match list.iter().find(|(_, a)| *a == ip) {
                     Some(&(index, _)) => index,
@@ -93,16 +93,6 @@ pub(crate) fn entries_for(nft: &[Entry], target: &Target) -> Result<Vec<Entry>, 
         });
     }
     Ok(out)
-}
-
-fn host_addresses() -> Result<Vec<(u32, IpAddr)>, PublishError> {
-    let net_err = |source| PublishError::Net {
-        step: "list host addresses",
-        source,
-    };
-    let mut nl = pier_net::Netlink::open().map_err(net_err)?;
-    let list = nl.addresses(None).map_err(net_err)?;
-    Ok(list.into_iter().map(|(index, ip, _)| (index, ip)).collect())
 }
 
 /// The map entry an [`Entry::Remote`] stands for.
