@@ -1,10 +1,11 @@
 //! Making and removing entries, whichever engine planned them: the entries describe themselves
-//! (map entry, nft element, remote map entry, proxy child), so one apply and one remove serve every engine, and
-//! crash recovery needs no engine at all.
+//! (map entry, nft element, remote map entry, proxy child), so one apply and one remove serve
+//! every engine, and crash recovery needs no engine at all.
 //!
 //! Theory of operation: apply makes the kinds in a fixed order (map entries, then nft
-//! elements in one transaction, then their tc twins in the remote map, then proxy children) and, when a step fails, removes what the
-//! earlier steps made before returning the error: all or nothing. Remove goes through every
+//! elements in one transaction, then their tc twins in the remote map, then proxy children)
+//! and, when a step fails, removes what the earlier steps made before returning the error: all
+//! or nothing. Remove goes through every
 //! kind even when one fails and reports every failure.
 //!
 //! Privileges: those of each kind (see ebpf.rs, nat.rs, proxy.rs). Tests: priv_engines*.rs.

@@ -2,16 +2,17 @@
 //! on the target's own network, the nat engine for remote clients and containers on other
 //! networks (the programs leave those alone), optionally (`PIER_REMOTE_TC=1`) with the tc
 //! programs of remote.rs in front of nat for remote clients of a bridged container (no
-//! conntrack on their path); where
-//! cgroup2/BPF is missing, nat for remote clients and a proxy for loopback.
+//! conntrack on their path); where cgroup2/BPF is missing, nat for remote clients and a proxy
+//! for loopback.
 //!
 //! Theory of operation: made once per process; if the ebpf programs cannot be loaded or
 //! attached, ONE line on stderr says why and that auto falls back. A plan is the union of the
 //! engines' entries for the same resolved pairs: with ebpf, its map entries (every local front)
 //! plus nat's elements (remote clients; fronts nat cannot serve are skipped, the map entries
-//! cover them locally) and, when the tc programs are attached (one line says why not), the
-//! remote map twin of each of those elements (only with `Settings::remote_tc`); without, nat's elements plus proxy children on 127.0.0.1 and ::1 for a
-//! wildcard, on the address itself for a loopback front or one of the other family.
+//! cover them locally) and, with `Settings::remote_tc` and the tc programs attached (one line
+//! says why not), the remote map twin of each of those elements; without ebpf, nat's elements
+//! plus proxy children on 127.0.0.1 and ::1 for a wildcard, on the address itself for a
+//! loopback front or one of the other family.
 //!
 //! Section order (the same in every engine file): engine, plan, apply, remove.
 //! Privileges: root. Tests: crates/publish/tests/priv_engines*.rs.
