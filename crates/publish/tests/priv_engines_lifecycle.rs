@@ -89,7 +89,16 @@ fn conflicts_name_the_port_and_its_owner() {
             "{err}"
         );
         drop(holder);
-        assert!(engine.plan(&other, &specs(&["18081:80"])).is_ok());
+        // Another test's child forked between our bind and its exec holds a copy of the
+        // listener until it execs (CLOEXEC): wait for the socket to be gone, not just closed here.
+        let freed = (0..50).find_map(|_| match engine.plan(&other, &specs(&["18081:80"])) {
+            Err(PublishError::Bound { .. }) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            }
+            other => Some(other),
+        });
+        assert!(matches!(freed, Some(Ok(_))), "{freed:?}");
         let udp_same_port = engine.plan(&other, &specs(&["18080:80/udp"]));
         assert!(udp_same_port.is_ok(), "{udp_same_port:?}");
         engine.remove(&entries).unwrap();
