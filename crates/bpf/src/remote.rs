@@ -7,7 +7,8 @@
 //! pinned as `link-in-<ifindex>` / `link-reply-<ifindex>` there, so the attachment outlives pier
 //! and one stat tells whether an interface has it. An interface that goes away takes its
 //! attachment with it; [`attached`] lists the pins so the caller can unpin those of interfaces
-//! that are gone. [`crate::unpin_all`] removes the subdirectory with the rest.
+//! that are gone. [`probe`] tells whether the kernel has tcx before anything is attached.
+//! [`crate::unpin_all`] removes the subdirectory with the rest.
 //! A publish is one entry of `pier_remote` ([`RemotePublisher`]), a mirror of one nft DNAT element:
 //! a specific host address with the index of the interface holding it, or the wildcard of one
 //! family. Nothing here decides reachability alone: what the programs do not take, nft does.
@@ -124,6 +125,24 @@ pub fn attach(pin_dir: &Path, hook: Hook, ifindex: u32) -> Result<bool, Error> {
         source: libbpf_rs::Error::from(source),
     })?;
     Ok(true)
+}
+
+/// Whether this kernel takes tcx links: attaches `pier_tc_in` to loopback's ingress (index 1 in
+/// every namespace) without pinning, and drops the link at once, detaching it. The program
+/// leaves loopback's packets alone, so the moment it is there changes nothing.
+pub fn probe(pin_dir: &Path) -> Result<(), Error> {
+    const LOOPBACK: u32 = 1;
+    let hook = Hook::Uplink;
+    let attach_err = |source: io::Error| Error::AttachTc {
+        program: hook.program().into(),
+        ifindex: LOOPBACK,
+        source,
+    };
+    let prog = pier_sys::tcx::open_pinned(&remote_dir(pin_dir).join(hook.program()))
+        .map_err(attach_err)?;
+    pier_sys::tcx::attach_ingress(prog.as_fd(), LOOPBACK)
+        .map(drop)
+        .map_err(attach_err)
 }
 
 /// The (hook, ifindex) of every link pinned under `pin_dir`.

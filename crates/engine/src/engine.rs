@@ -146,7 +146,7 @@ pub struct Engine {
 
 /// Where the publish engines keep their host-wide objects (`PIER_BPF_PIN_DIR`,
 /// `PIER_BPF_CGROUP` override the defaults); the proxy binary is pier itself; `PIER_REMOTE_TC=1`
-/// turns on auto's tc fast path for remote clients.
+/// turns on auto's tc fast path for remote clients (off: nft DNAT alone serves them).
 fn publish_settings() -> pier_publish::engine::Settings {
     let env = |name: &str, default: &str| {
         PathBuf::from(std::env::var_os(name).unwrap_or_else(|| default.into()))

@@ -4,11 +4,13 @@
 //! there; `--network none|host|container:` and static addresses; macvlan with a host shim;
 //! ipvlan refused on this kernel; `pier network create|ls|inspect|rm`; a routed network (Docker's
 //! `gateway_mode_ipv4|ipv6=routed`) reached directly by a remote host over IPv4 and IPv6, its
-//! egress unmasqueraded, while a nat network is not, and isolation between them kept.
+//! egress unmasqueraded, while a nat network is not, and isolation between them kept; a remote
+//! host's connections to a published port tracked by conntrack by default and not with
+//! `PIER_REMOTE_TC=1`, whose tc programs leave the interfaces with the port.
 //! Each test runs pier in its own network namespace and state directory (engine_support).
 mod engine_support;
 
-use engine_support::{describe, require_root, unique, Host, Netns};
+use engine_support::{describe, finish, require_root, unique, Host, Netns};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -614,4 +616,117 @@ fn gateway_modes_refuse_bad_values_and_sublink_drivers() {
         GATEWAY_MODE_IPV4,
     );
     assert_eq!(host.ok(&["network", "ls", "-q"]), "");
+}
+
+/// The tc links pinned for `host` (`link-in-<ifindex>` on uplinks, `link-reply-<ifindex>` on
+/// bridges), sorted by kind.
+fn tc_links(host: &Host) -> Vec<String> {
+    let dir = host.bpf_pins().join("remote");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("link-"))
+                .map(|n| n.trim_end_matches(|c: char| c.is_ascii_digit()).to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The host namespace's conntrack entries from the remote host to `port`.
+fn remote_conntrack(host: &Host, port: u16) -> Vec<String> {
+    let table = host
+        .netns
+        .within(|| std::fs::read_to_string("/proc/thread-self/net/nf_conntrack"))
+        .expect("reading nf_conntrack (CONFIG_NF_CONNTRACK_PROCFS)");
+    let (src, dport) = ("src=198.19.250.2 ", format!("dport={port} "));
+    table
+        .lines()
+        .filter(|l| l.contains(src) && l.contains(&dport))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `GET /` from the remote host to the test host's LAN address, retried for up to 2.5 s.
+fn remote_page(remote: &Netns, port: u16) -> Option<String> {
+    remote.within(|| {
+        (0..50).find_map(|_| {
+            let answer = http_get_soon("198.19.250.1", port);
+            if answer.is_none() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            answer
+        })
+    })
+}
+
+#[test]
+fn remote_clients_skip_conntrack_with_pier_remote_tc() {
+    if !require_root("remote_clients_skip_conntrack_with_pier_remote_tc") {
+        return;
+    }
+    let host = Host::new("tcpath");
+    let remote = remote_host(&host);
+    let net = unique("tc");
+    host.ok(&["network", "create", "--subnet", "198.18.243.0/24", &net]);
+    let serve = "mkdir -p /tmp/www && echo pier-tc > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
+
+    let plain = unique("plain");
+    host.start(
+        &plain,
+        &["--network", &net, "-p", "8081:80"],
+        &["sh", "-c", serve],
+    );
+    assert_eq!(
+        tc_links(&host),
+        Vec::<String>::new(),
+        "by default nothing at tc"
+    );
+    let page = remote_page(&remote, 8081);
+    assert!(
+        page.is_some_and(|p| p.contains("pier-tc")),
+        "the remote host does not reach :8081"
+    );
+    assert_ne!(
+        remote_conntrack(&host, 8081),
+        Vec::<String>::new(),
+        "nft DNAT is tracked"
+    );
+    host.ok(&["rm", "-f", &plain]);
+
+    let fast = unique("fast");
+    let mut run = host.command(&["run", "-d", "--name", &fast, "--network", &net, "-p"]);
+    run.args(["8080:80", "host", "sh", "-c", serve])
+        .env("PIER_REMOTE_TC", "1");
+    let out = finish(&mut run);
+    assert!(
+        out.status.success(),
+        "pier run with PIER_REMOTE_TC=1: {}",
+        describe(&out)
+    );
+    assert_eq!(
+        tc_links(&host),
+        ["link-in-", "link-reply-"],
+        "programs attached on publish"
+    );
+    let page = remote_page(&remote, 8080);
+    assert!(
+        page.is_some_and(|p| p.contains("pier-tc")),
+        "the remote host does not reach :8080"
+    );
+    assert_eq!(
+        remote_conntrack(&host, 8080),
+        Vec::<String>::new(),
+        "tc path: no conntrack"
+    );
+    host.ok(&["rm", "-f", &fast]);
+    assert_eq!(
+        tc_links(&host),
+        Vec::<String>::new(),
+        "nothing published, nothing attached"
+    );
+    host.ok(&["network", "rm", &net]);
 }

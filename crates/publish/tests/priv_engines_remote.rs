@@ -1,7 +1,8 @@
 //! Remote clients of the auto engine with `remote_tc` (PIER_REMOTE_TC=1) take the tc fast path
-//! (crates/bpf/src/bpf/remote.bpf.c), never conntrack; without it they are nat's: the same publishes and remote clients under nat and under auto, in labs of
-//! their own (see priv_engines_support), with the host namespace's conntrack table read after
-//! the clients ran.
+//! (crates/bpf/src/bpf/remote.bpf.c), never conntrack, and the programs leave every interface
+//! when the last port goes; without it they are nat's: the same publishes and remote clients
+//! under nat and under auto, in labs of their own (see priv_engines_support), with the host
+//! namespace's conntrack table read after the clients ran.
 //!
 //! Theory: nat's DNAT must leave conntrack entries from the remote client's address (the
 //! control: it shows the check can fail); auto must leave none, while its tc programs count
@@ -30,10 +31,12 @@ fn client_process() {
     }
 }
 
-/// What one mode did: each client's report, and the conntrack entries of the remote client.
+/// What one mode did: each client's report, the conntrack entries of the remote client, and
+/// the tc programs attached while the ports were published.
 struct Outcome {
     reports: Vec<(String, Report)>,
     conntrack: Vec<String>,
+    attached: Vec<pier_bpf::Hook>,
 }
 
 fn mappings(base: u16) -> Vec<PortMapping> {
@@ -96,6 +99,10 @@ fn run(lab: &Lab, mode: Mode, base: u16) -> Outcome {
         Outcome {
             reports,
             conntrack: remote_conntrack(lab),
+            attached: pier_bpf::attached_remote(&lab.settings.bpf_pin_dir)
+                .into_iter()
+                .map(|(hook, _)| hook)
+                .collect(),
         }
     })
 }
@@ -115,7 +122,8 @@ fn auto_without_remote_tc_leaves_remote_clients_to_nat() {
     if !privileged("auto_without_remote_tc_leaves_remote_clients_to_nat") {
         return;
     }
-    let lab = Lab::new("remote-auto-nat");
+    let mut lab = Lab::new("remote-auto-nat");
+    lab.settings.remote_tc = false;
     let outcome = run(&lab, Mode::Auto, 45200);
     assert_reached(&outcome);
     assert!(
@@ -164,6 +172,17 @@ fn auto_remote_clients_bypass_conntrack() {
         stats.translated_in > 50 && stats.translated_out > 50,
         "{stats:?}"
     );
+    use pier_bpf::Hook;
+    assert!(
+        outcome.attached.contains(&Hook::Uplink) && outcome.attached.contains(&Hook::Bridge),
+        "while published, the uplink and the bridge have their programs: {:?}",
+        outcome.attached
+    );
     let remote = pier_bpf::RemotePublisher::open(pin_dir).unwrap();
     assert!(remote.is_empty(), "the remote map is emptied on removal");
+    assert_eq!(
+        pier_bpf::attached_remote(pin_dir),
+        Vec::new(),
+        "with nothing published, no interface keeps a tc program"
+    );
 }

@@ -9,7 +9,7 @@
 //! attached, ONE line on stderr says why and that auto falls back. A plan is the union of the
 //! engines' entries for the same resolved pairs: with ebpf, its map entries (every local front)
 //! plus nat's elements (remote clients; fronts nat cannot serve are skipped, the map entries
-//! cover them locally) and, with `Settings::remote_tc` and the tc programs attached (one line
+//! cover them locally) and, with `Settings::remote_tc` and the tc programs loadable (one line
 //! says why not), the remote map twin of each of those elements; without ebpf, nat's elements
 //! plus proxy children on 127.0.0.1 and ::1 for a wildcard, on the address itself for a
 //! loopback front or one of the other family.

@@ -66,7 +66,7 @@ pub struct Settings {
     /// The program run as `<proxy_binary> proxy -proto …` (pier itself).
     pub proxy_binary: PathBuf,
     /// Whether auto puts the tc programs (remote.rs) in front of nat for remote clients
-    /// (`PIER_REMOTE_TC=1`; off by default: see docs/benchmarks.md for the p99 it costs today).
+    /// (`PIER_REMOTE_TC=1`; off by default: docs/benchmarks.md has the figures of both).
     pub remote_tc: bool,
 }
 

@@ -3,18 +3,22 @@
 //! translate without conntrack).
 //!
 //! Theory of operation: [`ensure`] loads the programs once (pinned under the pin dir's
-//! `remote/`), attaches `pier_tc_in` to every uplink that lacks it and unpins the links of
-//! interfaces that are gone; it runs when an auto engine is made, so an interface added later
-//! is covered from the next publish on (until then nft serves it). An uplink is an Ethernet
-//! interface of this namespace that is not loopback, not a bridge port and not a pier bridge
-//! (remote clients come in through it). Every nft element auto plans for a container on a pier
-//! bridge gets a twin entry here ([`entries_for`]): same front, same target, plus the index of
-//! the interface a specific host address is on. Applying attaches `pier_tc_reply` to the
-//! target's bridge and writes the map; the nft element stays underneath as the authority and
-//! the fallback for everything the programs leave alone. Removing deletes the map entry only
-//! when it still points at the same target.
+//! `remote/`), checks that the kernel takes tcx links and unpins the links of interfaces that
+//! are gone; it runs when an auto engine is made and attaches nothing. Every nft element auto
+//! plans for a container on a pier bridge gets a twin entry here ([`entries_for`]): same front,
+//! same target, plus the index of the interface a specific host address is on. Applying
+//! attaches `pier_tc_in` to every uplink that lacks it (so an interface added since is covered
+//! from the next publish on; until then nft serves it) and `pier_tc_reply` to the target's
+//! bridge, then writes the map; the nft element stays underneath as the authority and the
+//! fallback for everything the programs leave alone. Removing deletes a map entry only when it
+//! still points at the same target, and when the map is left empty detaches the programs from
+//! every interface: a host with nothing published for remote clients runs no tc program. Both
+//! hold the pin dir's lock, so a publish never sees its uplinks detached under it.
+//! An uplink is an Ethernet interface of this namespace that is not loopback, not a bridge port
+//! and not a pier bridge (remote clients come in through it).
 //!
-//! Privileges: root (CAP_BPF, CAP_NET_ADMIN). Tests: crates/publish/tests/priv_engines_remote.rs.
+//! Privileges: root (CAP_BPF, CAP_NET_ADMIN). Tests: crates/publish/tests/priv_engines_remote.rs,
+//! crates/pier/tests/engine_network.rs (through `pier run` and PIER_REMOTE_TC).
 use std::net::SocketAddr;
 
 use pier_bpf::{Hook, Proto, RemoteEntry, RemotePublisher};
@@ -23,20 +27,22 @@ use super::ebpf::{addresses_by_link, bpf_err, lock_pins};
 use super::{Entry, PublishError, Settings, Target};
 use crate::Protocol;
 
-/// Loads and attaches what remote clients need; the error says which facility is missing.
+/// Loads what remote clients need and checks the kernel can attach it; the error says which
+/// facility is missing.
 pub(crate) fn ensure(settings: &Settings) -> Result<(), String> {
     let _lock = lock_pins(settings).map_err(|e| e.to_string())?;
     let pin_dir = &settings.bpf_pin_dir;
     pier_bpf::load_remote(pin_dir).map_err(|e| e.to_string())?;
-    let mut nl = pier_net::Netlink::open().map_err(|e| e.to_string())?;
-    let links = nl.links().map_err(|e| e.to_string())?;
+    let links = pier_net::Netlink::open()
+        .and_then(|mut nl| nl.links())
+        .map_err(|e| e.to_string())?;
     for (hook, index) in pier_bpf::attached_remote(pin_dir) {
         if !links.iter().any(|l| l.index == index) {
             pier_bpf::unpin_remote_link(pin_dir, hook, index).map_err(|e| e.to_string())?;
         }
     }
-    for link in links.iter().filter(|l| is_uplink(l)) {
-        pier_bpf::attach_remote(pin_dir, Hook::Uplink, link.index).map_err(|e| e.to_string())?;
+    if pier_bpf::attached_remote(pin_dir).is_empty() {
+        pier_bpf::probe_remote(pin_dir).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -120,8 +126,8 @@ pub(crate) fn remote(entry: &Entry) -> Option<RemoteEntry> {
     }
 }
 
-/// Attaches the reply program to the target's bridge and writes the entries; on failure
-/// removes the ones it wrote.
+/// Attaches the uplinks' program where it is missing and the reply program to the target's
+/// bridge, then writes the entries; on failure removes the entries it wrote.
 pub(crate) fn apply_entries(
     settings: &Settings,
     target: &Target,
@@ -130,16 +136,20 @@ pub(crate) fn apply_entries(
     let Some(bridge) = target.bridge.as_deref().filter(|_| !entries.is_empty()) else {
         return Ok(());
     };
+    let _lock = lock_pins(settings)?;
     let pin_dir = &settings.bpf_pin_dir;
-    let net_err = |source| PublishError::Net {
-        step: "find the container's bridge",
-        source,
-    };
-    let index = pier_net::Netlink::open()
-        .and_then(|mut nl| nl.link_index(bridge))
-        .map_err(net_err)?;
-    if let Some(index) = index {
-        pier_bpf::attach_remote(pin_dir, Hook::Bridge, index)
+    let links = pier_net::Netlink::open()
+        .and_then(|mut nl| nl.links())
+        .map_err(|source| PublishError::Net {
+            step: "list the interfaces",
+            source,
+        })?;
+    for link in links.iter().filter(|l| is_uplink(l)) {
+        pier_bpf::attach_remote(pin_dir, Hook::Uplink, link.index)
+            .map_err(bpf_err("attach the remote program to an uplink"))?;
+    }
+    if let Some(link) = links.iter().find(|l| l.name == bridge) {
+        pier_bpf::attach_remote(pin_dir, Hook::Bridge, link.index)
             .map_err(bpf_err("attach the reply program to the bridge"))?;
     }
     let publisher = RemotePublisher::open(pin_dir).map_err(bpf_err("open the remote map"))?;
@@ -148,13 +158,15 @@ pub(crate) fn apply_entries(
             for made in &entries[..done] {
                 let _ = publisher.unpublish(made);
             }
+            let _ = detach_when_empty(pin_dir, &publisher);
             return Err(bpf_err("publish for remote clients")(e));
         }
     }
     Ok(())
 }
 
-/// Removes the entries that still point at their target; missing map or entries are fine.
+/// Removes the entries that still point at their target, then detaches the programs if the
+/// map is empty; missing map or entries are fine.
 pub(crate) fn remove_entries(
     settings: &Settings,
     entries: &[RemoteEntry],
@@ -162,12 +174,28 @@ pub(crate) fn remove_entries(
     if entries.is_empty() || !pier_bpf::remote_loaded(&settings.bpf_pin_dir) {
         return Ok(());
     }
-    let publisher =
-        RemotePublisher::open(&settings.bpf_pin_dir).map_err(bpf_err("open the remote map"))?;
+    let _lock = lock_pins(settings)?;
+    let pin_dir = &settings.bpf_pin_dir;
+    let publisher = RemotePublisher::open(pin_dir).map_err(bpf_err("open the remote map"))?;
     let mut first = Ok(());
     for entry in entries {
         let res = publisher.unpublish(entry);
         first = first.and(res.map_err(bpf_err("unpublish for remote clients")));
     }
-    first
+    first.and(detach_when_empty(pin_dir, &publisher))
+}
+
+/// Unpins every link of the remote programs when nothing is published through them.
+fn detach_when_empty(
+    pin_dir: &std::path::Path,
+    publisher: &RemotePublisher,
+) -> Result<(), PublishError> {
+    if !publisher.is_empty() {
+        return Ok(());
+    }
+    for (hook, index) in pier_bpf::attached_remote(pin_dir) {
+        pier_bpf::unpin_remote_link(pin_dir, hook, index)
+            .map_err(bpf_err("detach the remote programs"))?;
+    }
+    Ok(())
 }

@@ -44,7 +44,10 @@ pub struct Args {
     /// Publish every exposed port: not supported yet (later); publish each port with -p
     #[arg(short = 'P', long)]
     publish_all: bool,
-    /// How ports are published
+    /// How ports are published. auto (default): eBPF socket redirection for local clients,
+    /// nftables DNAT for remote ones (PIER_REMOTE_TC=1: tc programs in front, no conntrack);
+    /// ebpf: clients on this host only; nat: nftables DNAT for everyone; proxy: a `pier proxy`
+    /// per port
     #[arg(long, value_name = "MODE", value_parser = ["auto", "ebpf", "nat", "proxy"])]
     publish_mode: Option<String>,
     /// Network: bridge (default), host, none, container:NAME, or a network's name
