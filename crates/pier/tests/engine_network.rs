@@ -223,9 +223,10 @@ fn proxy_publish_on_a_picked_loopback_port() {
         .strip_prefix("80/tcp -> 127.0.0.1:")
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("pier port: {line:?}"));
+    // The proxy accepts before busybox listens, then closes an empty answer: retry those too.
     let page = host.netns.within(|| {
         (0..100).find_map(|_| {
-            let answer = http_get("127.0.0.1", port);
+            let answer = http_get("127.0.0.1", port).filter(|a| a.contains("pier-proxied"));
             if answer.is_none() {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
@@ -650,11 +651,12 @@ fn remote_conntrack(host: &Host, port: u16) -> Vec<String> {
         .collect()
 }
 
-/// `GET /` from the remote host to the test host's LAN address, retried for up to 2.5 s.
-fn remote_page(remote: &Netns, port: u16) -> Option<String> {
+/// `GET /` from the remote host to the test host's LAN address, retried for up to 2.5 s until
+/// the answer holds `page`.
+fn remote_page(remote: &Netns, port: u16, page: &str) -> Option<String> {
     remote.within(|| {
         (0..50).find_map(|_| {
-            let answer = http_get_soon("198.19.250.1", port);
+            let answer = http_get_soon("198.19.250.1", port).filter(|a| a.contains(page));
             if answer.is_none() {
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -685,7 +687,7 @@ fn remote_clients_skip_conntrack_with_pier_remote_tc() {
         Vec::<String>::new(),
         "by default nothing at tc"
     );
-    let page = remote_page(&remote, 8081);
+    let page = remote_page(&remote, 8081, "pier-tc");
     assert!(
         page.is_some_and(|p| p.contains("pier-tc")),
         "the remote host does not reach :8081"
@@ -712,7 +714,7 @@ fn remote_clients_skip_conntrack_with_pier_remote_tc() {
         ["link-in-", "link-reply-"],
         "programs attached on publish"
     );
-    let page = remote_page(&remote, 8080);
+    let page = remote_page(&remote, 8080, "pier-tc");
     assert!(
         page.is_some_and(|p| p.contains("pier-tc")),
         "the remote host does not reach :8080"

@@ -29,15 +29,29 @@ pub(crate) enum Kind {
     File,
 }
 
+/// How many times a lookup that met a concurrent mount or rename is retried.
+const RACE_RETRIES: usize = 128;
+
 /// Opens `path` (absolute or relative, both taken inside the root) as an `O_PATH` fd.
+///
+/// With RESOLVE_IN_ROOT the kernel answers EAGAIN when a mount or rename anywhere on the host
+/// happened while it resolved a `..` (it cannot then prove the walk stayed inside); openat2(2)
+/// says to retry, which this does a bounded number of times (busy hosts mount all the time).
 pub(crate) fn open_in_root(root: BorrowedFd<'_>, path: &Path) -> Result<OwnedFd, Errno> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    if path.as_os_str().is_empty() {
-        return openat2(root, ".", how);
+    let path = match path.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => path,
+    };
+    let mut tries = 0;
+    loop {
+        match openat2(root, path, how) {
+            Err(Errno::EAGAIN) if tries < RACE_RETRIES => tries += 1,
+            other => return other,
+        }
     }
-    openat2(root, path, how)
 }
 
 /// Opens `path` inside the root, creating it (and missing parents, as directories) if needed.
@@ -116,6 +130,34 @@ impl ProcFd {
 mod tests {
     use super::*;
     use std::os::fd::AsFd;
+
+    /// Renames elsewhere on the host make a `..` walk answer EAGAIN now and then; every open
+    /// must still succeed.
+    #[test]
+    fn lookups_survive_concurrent_renames() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root_dir = tmp.path().join("root");
+        std::fs::create_dir_all(root_dir.join("a")).unwrap();
+        std::fs::create_dir_all(root_dir.join("b")).unwrap();
+        let busy = tmp.path().join("busy");
+        std::fs::write(&busy, "").unwrap();
+        let root = nix::fcntl::open(&root_dir, OFlag::O_PATH, Mode::empty()).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let other = busy.with_extension("moved");
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::fs::rename(&busy, &other).unwrap();
+                    std::fs::rename(&other, &busy).unwrap();
+                }
+            });
+            let failed = (0..20_000)
+                .filter(|_| open_in_root(root.as_fd(), Path::new("a/../b")).is_err())
+                .count();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(failed, 0, "lookups failed while renames ran");
+        });
+    }
 
     #[test]
     fn ensure_stays_inside_the_root() {
