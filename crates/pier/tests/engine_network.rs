@@ -665,6 +665,37 @@ fn remote_page(remote: &Netns, port: u16, page: &str) -> Option<String> {
     })
 }
 
+/// Runs a busybox httpd on `net` published on `port` (with PIER_REMOTE_TC set to `tc` if
+/// given), has the remote host fetch its page, and returns the tc links pinned meanwhile and the
+/// conntrack entries of the remote host's fetch; the container is removed afterwards.
+fn publish_and_fetch(
+    (host, remote): (&Host, &Netns),
+    net: &str,
+    port: u16,
+    tc: Option<&str>,
+) -> (Vec<String>, Vec<String>) {
+    let name = unique("web");
+    let serve = "mkdir -p /tmp/www && echo pier-tc > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
+    let publish = format!("{port}:80");
+    let mut run = host.command(&["run", "-d", "--name", &name, "--network", net, "-p"]);
+    run.args([publish.as_str(), "host", "sh", "-c", serve]);
+    if let Some(value) = tc {
+        run.env("PIER_REMOTE_TC", value);
+    }
+    let out = finish(&mut run);
+    assert!(
+        out.status.success(),
+        "pier run (PIER_REMOTE_TC {tc:?}): {}",
+        describe(&out)
+    );
+    let links = tc_links(host);
+    let page = remote_page(remote, port, "pier-tc");
+    assert!(page.is_some(), "the remote host does not reach :{port}");
+    let conntrack = remote_conntrack(host, port);
+    host.ok(&["rm", "-f", &name]);
+    (links, conntrack)
+}
+
 #[test]
 fn remote_clients_skip_conntrack_with_pier_remote_tc() {
     if !require_root("remote_clients_skip_conntrack_with_pier_remote_tc") {
@@ -674,59 +705,21 @@ fn remote_clients_skip_conntrack_with_pier_remote_tc() {
     let remote = remote_host(&host);
     let net = unique("tc");
     host.ok(&["network", "create", "--subnet", "198.18.243.0/24", &net]);
-    let serve = "mkdir -p /tmp/www && echo pier-tc > /tmp/www/index.html && exec busybox httpd -f -p 80 -h /tmp/www";
 
-    let plain = unique("plain");
-    host.start(
-        &plain,
-        &["--network", &net, "-p", "8081:80"],
-        &["sh", "-c", serve],
-    );
-    assert_eq!(
-        tc_links(&host),
-        Vec::<String>::new(),
-        "by default nothing at tc"
-    );
-    let page = remote_page(&remote, 8081, "pier-tc");
-    assert!(
-        page.is_some_and(|p| p.contains("pier-tc")),
-        "the remote host does not reach :8081"
-    );
-    assert_ne!(
-        remote_conntrack(&host, 8081),
-        Vec::<String>::new(),
-        "nft DNAT is tracked"
-    );
-    host.ok(&["rm", "-f", &plain]);
+    let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8081, None);
+    assert_eq!(links, Vec::<String>::new(), "by default nothing at tc");
+    assert_ne!(conntrack, Vec::<String>::new(), "nft DNAT is tracked");
 
-    let fast = unique("fast");
-    let mut run = host.command(&["run", "-d", "--name", &fast, "--network", &net, "-p"]);
-    run.args(["8080:80", "host", "sh", "-c", serve])
-        .env("PIER_REMOTE_TC", "1");
-    let out = finish(&mut run);
-    assert!(
-        out.status.success(),
-        "pier run with PIER_REMOTE_TC=1: {}",
-        describe(&out)
-    );
+    let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8080, Some("1"));
     assert_eq!(
-        tc_links(&host),
+        links,
         ["link-in-", "link-reply-"],
         "programs attached on publish"
     );
-    let page = remote_page(&remote, 8080, "pier-tc");
-    assert!(
-        page.is_some_and(|p| p.contains("pier-tc")),
-        "the remote host does not reach :8080"
-    );
+    assert_eq!(conntrack, Vec::<String>::new(), "tc path: no conntrack");
+    let left = tc_links(&host);
     assert_eq!(
-        remote_conntrack(&host, 8080),
-        Vec::<String>::new(),
-        "tc path: no conntrack"
-    );
-    host.ok(&["rm", "-f", &fast]);
-    assert_eq!(
-        tc_links(&host),
+        left,
         Vec::<String>::new(),
         "nothing published, nothing attached"
     );
