@@ -486,12 +486,21 @@ fn remote_and_ipv6_clients_measure() {
     let ns = TestNs::new();
     let (_, report) = bench(&ns, &["--client", "remote", "--rows", "direct,kernel-nat"]);
     check_rows(&report, &["direct", "kernel-nat"]);
+    // The remote client runs where the server (on the last core) does not.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let expected = match cores {
+        1 => Value::Null,
+        2 => "0".into(),
+        n => format!("0-{}", n - 2).into(),
+    };
+    assert_eq!(report["client_cpuset"], expected, "{report:#}");
     assert!(
         !ns.iptables_rules().contains("-i pbc"),
         "FORWARD rules left"
     );
     let (_, report) = bench(&ns, &["--client", "ipv6", "--rows", "direct,kernel-nat"]);
     check_rows(&report, &["direct"]);
+    assert_eq!(report["client_cpuset"], Value::Null, "{report:#}");
     let skipped = report["skipped"].as_array().expect("skipped");
     assert!(
         skipped.iter().any(|s| s["row"] == "kernel-nat"),
@@ -618,6 +627,33 @@ fn unknown_row_and_workload_are_refused_by_name() {
         assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
         assert!(String::from_utf8_lossy(&out.stderr).contains("nosuch"));
     }
+}
+
+#[test]
+fn a_bad_client_cpuset_is_refused_before_anything_starts() {
+    if !require_root("a_bad_client_cpuset_is_refused_before_anything_starts") {
+        return;
+    }
+    let _serial = serial();
+    let before = bench_traces();
+    let out = Command::new(PIER)
+        .args([
+            "bench",
+            "net",
+            "--client",
+            "remote",
+            "--client-cpuset",
+            "3-1",
+        ])
+        .output()
+        .expect("run pier");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--client-cpuset") && stderr.contains("3-1"),
+        "{stderr}"
+    );
+    assert_eq!(bench_traces(), before);
 }
 
 #[test]

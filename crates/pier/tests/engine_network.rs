@@ -223,19 +223,24 @@ fn proxy_publish_on_a_picked_loopback_port() {
         .strip_prefix("80/tcp -> 127.0.0.1:")
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("pier port: {line:?}"));
-    // The proxy accepts before busybox listens, then closes an empty answer: retry those too.
-    let page = host.netns.within(|| {
-        (0..100).find_map(|_| {
-            let answer = http_get("127.0.0.1", port).filter(|a| a.contains("pier-proxied"));
-            if answer.is_none() {
-                std::thread::sleep(std::time::Duration::from_millis(50));
+    // The proxy accepts before busybox listens, then closes an empty answer: retry those too,
+    // for as long as a loaded CI machine may take to start busybox in the container.
+    let (page, last) = host.netns.within(|| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut last = None;
+        while std::time::Instant::now() < deadline {
+            last = http_get("127.0.0.1", port);
+            if last.as_deref().is_some_and(|a| a.contains("pier-proxied")) {
+                return (true, last);
             }
-            answer
-        })
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        (false, last)
     });
     assert!(
-        page.is_some_and(|p| p.contains("pier-proxied")),
-        "127.0.0.1:{port} never served the page"
+        page,
+        "127.0.0.1:{port} never served the page in 20 s; last answer {last:?}; {}",
+        host.ok(&["logs", &name])
     );
     host.ok(&["rm", "-f", &name]);
     let after = host
@@ -247,6 +252,7 @@ fn proxy_publish_on_a_picked_loopback_port() {
 /// `GET /` over HTTP/1.0; the whole answer, or None when the connection fails.
 fn http_get(address: &str, port: u16) -> Option<String> {
     let mut stream = TcpStream::connect((address, port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     stream.write_all(b"GET / HTTP/1.0\r\n\r\n").ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;

@@ -187,6 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         _ => topo::ClientSide {
             netns: None,
             host_addr: Ipv4Addr::LOCALHOST.into(),
+            cpuset: None,
         },
     };
     let local = client.netns.is_none();
@@ -371,6 +372,7 @@ fn sample(args: &Args, ctx: &Ctx, target: SocketAddr) -> Result<Sample, String> 
     let load = load::Load {
         wrk: ctx.wrk,
         netns: ctx.client.netns.as_deref(),
+        cpuset: ctx.client.cpuset.as_deref(),
         url: &url,
         connections: 1,
         duration: Duration::from_secs(args.duration),

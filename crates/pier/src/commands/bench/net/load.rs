@@ -44,6 +44,8 @@ pub struct Sample {
 pub struct Load<'a> {
     pub wrk: &'a Path,
     pub netns: Option<&'a str>,
+    /// CPUs to pin the client to (`taskset -c`); None: not pinned.
+    pub cpuset: Option<&'a str>,
     pub url: &'a str,
     pub connections: u32,
     pub duration: Duration,
@@ -51,14 +53,7 @@ pub struct Load<'a> {
 
 /// Runs the load and measures the forwarders (`roots`: process ids of their tree roots).
 pub fn measure(load: &Load, roots: &[i32]) -> Result<Sample, String> {
-    let mut command = match load.netns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns]).arg(load.wrk);
-            c
-        }
-        None => Command::new(load.wrk),
-    };
+    let mut command = client_command(load.netns, load.cpuset, load.wrk.as_os_str());
     let c = load.connections.to_string();
     let secs = format!("{}s", load.duration.as_secs().max(1));
     command
@@ -93,6 +88,25 @@ pub fn measure(load: &Load, roots: &[i32]) -> Result<Sample, String> {
         cpu_percent: cpu_s / wall.as_secs_f64() * 100.0,
         cpu_us_per_request: cpu_s * 1e6 / report.requests.max(1) as f64,
     })
+}
+
+/// `program` as the client runs it: `[taskset -c CPUSET] [ip netns exec NETNS] program`.
+pub fn client_command(
+    netns: Option<&str>,
+    cpuset: Option<&str>,
+    program: &std::ffi::OsStr,
+) -> Command {
+    let mut words: Vec<&std::ffi::OsStr> = Vec::new();
+    if let Some(cpus) = cpuset {
+        words.extend(["taskset", "-c", cpus].map(std::ffi::OsStr::new));
+    }
+    if let Some(ns) = netns {
+        words.extend(["ip", "netns", "exec", ns].map(std::ffi::OsStr::new));
+    }
+    words.push(program);
+    let mut command = Command::new(words[0]);
+    command.args(&words[1..]);
+    command
 }
 
 /// The figures of a wrk report.

@@ -71,6 +71,11 @@ pub struct Args {
     /// CPUs the server (and the host row's server) may run on (default: the last core)
     #[arg(long)]
     cpuset: Option<String>,
+    /// CPUs the client (wrk, pgbench) may run on, or `all` [default: for --client remote, the
+    /// CPUs the server's cpuset leaves, since a client on a machine of its own never takes the
+    /// server's core; for local and ipv6, all]
+    #[arg(long, value_name = "CPUS|all")]
+    client_cpuset: Option<String>,
     /// CPU limit of the pier containers (`pier run --cpus`)
     #[arg(long, default_value = "1")]
     cpus: String,
@@ -140,6 +145,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     topo::sweep_stale();
     pins::sweep_stale();
     let cpuset = args.cpuset.clone().unwrap_or_else(last_core);
+    let client_cpuset = client_cpus(&args, &cpuset)?;
     let work = std::env::temp_dir().join(format!("pier-bench-net-{}", std::process::id()));
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let mut cleanup = Cleanup::default();
@@ -168,7 +174,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ),
     };
     eprintln!("pier bench net: server: {}", server.how);
-    let client = client_side(args.client, &server, &mut cleanup)?;
+    let mut client = client_side(args.client, &server, &mut cleanup)?;
+    client.cpuset = client_cpuset;
     let setup = Setup {
         server: &server,
         pier: &pier,
@@ -183,7 +190,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let (mut rows, skipped) = prepare_rows(&args, &setup, &client, &mut cleanup);
     measure(&args, &wrk, &client, &mut rows, &work);
     notes.extend(cleanup.run());
-    let report = report::build(&args, &server, &cpuset, &rows, skipped, notes, &wrk);
+    let placement = report::Placement {
+        server: &cpuset,
+        client: client.cpuset.as_deref(),
+    };
+    let report = report::build(&args, &server, placement, &rows, skipped, notes, &wrk);
     print!("{}", report::render(&report));
     write_outputs(&args, &report)?;
     Ok(if interrupt::stopped() { 130 } else { 0 })
@@ -249,13 +260,33 @@ fn client_side(
         Client::Local => ClientSide {
             netns: None,
             host_addr: Ipv4Addr::LOCALHOST.into(),
+            cpuset: None,
         },
         Client::Ipv6 => ClientSide {
             netns: None,
             host_addr: Ipv6Addr::LOCALHOST.into(),
+            cpuset: None,
         },
         Client::Remote => topo::remote_client(cleanup, server)?,
     })
+}
+
+/// The client's pin: `--client-cpuset`, else a remote client's default
+/// ([`topo::remote_client_cpus`]); None: not pinned.
+fn client_cpus(args: &Args, server_cpuset: &str) -> anyhow::Result<Option<String>> {
+    let flag = |e: String| anyhow::anyhow!("--client-cpuset: {e}");
+    match (args.client_cpuset.as_deref(), args.client) {
+        (Some("all"), _) => Ok(None),
+        (Some(list), _) => topo::cpus_of(list)
+            .map(|_| Some(list.to_string()))
+            .map_err(flag),
+        (None, Client::Remote) => {
+            let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+            topo::remote_client_cpus(all, server_cpuset)
+                .map_err(|e| anyhow::anyhow!("--cpuset: {e}"))
+        }
+        (None, _) => Ok(None),
+    }
 }
 
 fn listen_address(client: Client) -> IpAddr {
@@ -355,6 +386,7 @@ fn measure_cell(
     let load = load::Load {
         wrk,
         netns: client.netns.as_deref(),
+        cpuset: client.cpuset.as_deref(),
         url: &url,
         connections: conc,
         duration: Duration::from_secs(args.duration),
@@ -364,6 +396,7 @@ fn measure_cell(
         Workload::Pg => pg::measure(
             &pg::Bench {
                 netns: client.netns.as_deref(),
+                cpuset: client.cpuset.as_deref(),
                 target,
                 clients: conc,
                 duration: load.duration,

@@ -20,7 +20,7 @@ use super::report::median;
 use super::topo::Server;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -134,6 +134,8 @@ pub fn server(
 #[derive(Debug)]
 pub struct Bench<'a> {
     pub netns: Option<&'a str>,
+    /// CPUs to pin pgbench to (`taskset -c`); None: not pinned.
+    pub cpuset: Option<&'a str>,
     pub target: std::net::SocketAddr,
     pub clients: u32,
     pub duration: Duration,
@@ -143,14 +145,7 @@ pub struct Bench<'a> {
 /// Runs one pgbench cell and measures the forwarders (`roots`).
 pub fn measure(bench: &Bench, roots: &[i32]) -> Result<Sample, String> {
     let prefix = bench.log_dir.join(format!("pgbench-{}", bench.clients));
-    let mut command = match bench.netns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, "pgbench"]);
-            c
-        }
-        None => Command::new("pgbench"),
-    };
+    let mut command = super::load::client_command(bench.netns, bench.cpuset, "pgbench".as_ref());
     let (c, secs) = (
         bench.clients.to_string(),
         bench.duration.as_secs().max(1).to_string(),

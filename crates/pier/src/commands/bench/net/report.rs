@@ -13,7 +13,7 @@
 //! the proxy engine is a ratio to it), when that row was measured.
 //!
 //! JSON shape: `{"benchmark":"net","workload":"http","client","duration_s","rounds","concurrency":[..],
-//! "server","cpuset","machine":{"cores","kernel","cpu","versions":{..}},
+//! "server","cpuset","client_cpuset","machine":{"cores","kernel","cpu","versions":{..}},
 //! "rows":[{"row","label","command","status":"ok"|"failed","reason","cells":[{"connections",
 //! "samples":[{"round","requests_per_s","requests","errors","p50_us","p99_us","cpu_percent",
 //! "cpu_us_per_request"}], "requests_per_s":{"median","min","max"},"p50_us","p99_us","cpu_percent",
@@ -47,6 +47,8 @@ pub struct NetReport {
     pub concurrency: Vec<u32>,
     pub server: String,
     pub cpuset: String,
+    /// The client's pin (`taskset -c`), null when not pinned.
+    pub client_cpuset: Option<String>,
     pub machine: Machine,
     pub rows: Vec<RowOut>,
     pub skipped: Vec<SkippedOut>,
@@ -212,11 +214,18 @@ fn cell(
     }
 }
 
+/// Where the server and the client ran (cpuset lists; client None: not pinned).
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    pub server: &'a str,
+    pub client: Option<&'a str>,
+}
+
 /// Assembles the report (a failed row keeps the samples it had, for the record).
 pub fn build(
     args: &Args,
     server: &Server,
-    cpuset: &str,
+    placement: Placement,
     rows: &[Row],
     skipped: Vec<(RowKind, String)>,
     notes: Vec<String>,
@@ -281,7 +290,8 @@ pub fn build(
         rounds: args.rounds,
         concurrency: args.conc.clone(),
         server: server.how.clone(),
-        cpuset: cpuset.to_string(),
+        cpuset: placement.server.to_string(),
+        client_cpuset: placement.client.map(str::to_string),
         machine: machine(wrk),
         rows: rows_out,
         skipped: skipped
@@ -354,8 +364,12 @@ pub fn render(report: &NetReport) -> String {
     let m = &report.machine;
     let mut out = format!(
         "pier bench net: client {}, {} {} s per cell, {} round(s) interleaved, medians over rounds\n\
-         machine: {} cores, {}, kernel {}; server: {}\n\n",
-        client_text(report.client), tool(report), report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server
+         machine: {} cores, {}, kernel {}; server: {}; client: {}\n\n",
+        client_text(report.client), tool(report), report.duration_s, report.rounds, m.cores, m.cpu, m.kernel, report.server,
+        match &report.client_cpuset {
+            Some(cpus) => format!("taskset -c {cpus}"),
+            None => "not pinned".to_string(),
+        }
     );
     let sections: [(&str, CellText); 5] = [
         ("forwarder CPU (% of a core) and requests/s", |c| {
