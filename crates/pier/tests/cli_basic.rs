@@ -201,3 +201,29 @@ fn json_log_gets_a_parseable_error_line() {
         "{line}"
     );
 }
+
+#[test]
+fn proxy_help_is_printed_for_go_style_help_flags() {
+    for flag in ["-h", "-help", "--help"] {
+        let out = pier(&["proxy", flag]);
+        assert!(out.status.success(), "proxy {flag}: {}", describe(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("-container-port") && text.contains("Example:"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_reader_that_went_away_ends_pier_quietly() {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(PIER)
+        .args(["proxy", "-h"])
+        .stdout(writer)
+        .output()
+        .expect("running pier");
+    assert_eq!(out.status.code(), Some(141), "{}", describe(&out));
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+}

@@ -205,7 +205,13 @@ fn runc_main(args: Vec<std::ffi::OsString>) -> i32 {
     }
     // A bug must still reach the caller the way errors do (containerd shows the log's last
     // error line), not only as a Rust panic message on stderr.
+    // A reader that went away (`pier ps | head -1`) is not a bug: stop quietly with the status a
+    // SIGPIPE death gives, as shell tools do (pier keeps SIGPIPE ignored: its monitor, proxy and
+    // status pipes must see EPIPE as an error, not die of it).
     std::panic::set_hook(Box::new(|info| {
+        if is_stdout_gone(&info.to_string()) {
+            std::process::exit(141);
+        }
         logging::report_error(&format!("internal error, please report: {info}"));
     }));
     log::debug!("{:?}", std::env::args().collect::<Vec<_>>());
@@ -216,6 +222,11 @@ fn runc_main(args: Vec<std::ffi::OsString>) -> i32 {
             1
         }
     }
+}
+
+/// Whether a panic message is std's print macros failing on a closed stdout.
+fn is_stdout_gone(message: &str) -> bool {
+    message.contains("failed printing to stdout") && message.contains("Broken pipe")
 }
 
 /// The clap command tree with its version text.

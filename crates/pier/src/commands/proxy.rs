@@ -16,19 +16,22 @@ use pier_publish::Protocol;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-/// Flags of `proxy` (docker-proxy's, parsed by hand: they have one dash).
-#[derive(clap::Args, Debug)]
-#[command(
-    disable_help_flag = true,
-    about = "Forward a published port to a container (a drop-in for docker-proxy)",
-    long_about = "Forward one host address and port to a container address and port, taking \
+/// `pier proxy --help` (also `-h`, `-help`, as Go's flag package takes them).
+const HELP: &str = "Forward one host address and port to a container address and port, taking \
 docker-proxy's flags so that Docker's \"userland-proxy-path\" can point at it (through a \
 script running `exec pier proxy \"$@\"`).\n\n\
 Flags: -proto tcp|udp|sctp, -host-ip IP, -host-port N (0 picks one), -container-ip IP, \
 -container-port N, -use-listen-fd (the listener is fd 4), and pier's own \
 -udp-idle-timeout SECONDS (default 90) and -threads N (default: one per core).\n\n\
 Example:\n  pier proxy -proto tcp -host-ip 127.0.0.1 -host-port 8080 -container-ip 172.17.0.2 \
--container-port 80"
+-container-port 80";
+
+/// Flags of `proxy` (docker-proxy's, parsed by hand: they have one dash).
+#[derive(clap::Args, Debug)]
+#[command(
+    disable_help_flag = true,
+    about = "Forward a published port to a container (a drop-in for docker-proxy)",
+    long_about = HELP
 )]
 pub struct Args {
     /// docker-proxy's flags
@@ -53,6 +56,7 @@ struct Flags {
     udp_idle: Duration,
     threads: usize,
     version: bool,
+    help: bool,
 }
 
 impl Default for Flags {
@@ -67,12 +71,17 @@ impl Default for Flags {
             udp_idle: Duration::from_secs(90),
             threads: 0,
             version: false,
+            help: false,
         }
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let status = docker::take_status_pipe();
+    if matches!(parse(&args.flags), Ok(Flags { help: true, .. })) {
+        println!("Usage: pier proxy [FLAGS]\n\n{HELP}");
+        return Ok(0);
+    }
     let config = match parse(&args.flags).and_then(config) {
         Ok(Some(config)) => config,
         Ok(None) => {
@@ -133,6 +142,10 @@ fn parse(args: &[String]) -> anyhow::Result<Flags> {
             Some((name, value)) => (name, Some(value)),
             None => (flag, None),
         };
+        if matches!(name, "h" | "help") {
+            flags.help = true;
+            continue;
+        }
         if matches!(name, "use-listen-fd" | "v" | "version") {
             let on = parse_bool(name, inline.unwrap_or("true"))?;
             match name {
@@ -243,6 +256,14 @@ mod tests {
             p(&["-udp-idle-timeout", "5"]).unwrap().udp_idle,
             Duration::from_secs(5)
         );
+    }
+
+    #[test]
+    fn help_is_asked_as_go_asks_it() {
+        for form in ["-h", "-help", "--help"] {
+            assert!(p(&[form]).unwrap().help, "{form}");
+        }
+        assert!(!p(&["-host-port", "1"]).unwrap().help);
     }
 
     #[test]
