@@ -290,3 +290,51 @@ fn each_event_loop_thread_has_its_own_listener() {
         c.join().unwrap();
     }
 }
+
+#[test]
+fn event_loops_are_pinned_one_per_cpu() {
+    // One loop per CPU, pinned to it; on a single CPU the one loop runs where the process may.
+    let cpus = allowed_cpus();
+    let addr = echo_server();
+    let mut proxy = Proxy::ready("tcp", free_tcp_port(), addr);
+    assert_eq!(proxy.status(), "0\n");
+    let loops = |proxy: &Proxy| {
+        let mut loops: Vec<_> = proxy
+            .thread_cpus()
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("pier-proxy-"))
+            .collect();
+        loops.sort();
+        loops
+    };
+    let started = std::time::Instant::now();
+    let wanted: Vec<_> = cpus
+        .iter()
+        .enumerate()
+        .map(|(n, cpu)| (format!("pier-proxy-{n}"), cpu.to_string()))
+        .collect();
+    // The loops pin themselves as they start, just after the status is written.
+    while loops(&proxy) != wanted {
+        assert!(
+            started.elapsed() < WAIT,
+            "loops and CPUs: {:?}",
+            loops(&proxy)
+        );
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The CPUs this test may run on (and so the proxy it starts), from /proc/self/status.
+fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap());
+    }
+    cpus
+}

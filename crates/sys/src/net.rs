@@ -1,5 +1,5 @@
-//! Socket helpers nix does not cover: adopting inherited fds by number, SIOCATMARK, and
-//! accept4 returning an owned fd.
+//! Socket helpers nix does not cover: adopting inherited fds by number, SIOCATMARK, accept4
+//! returning an owned fd, and SO_INCOMING_CPU.
 //!
 //! Theory of operation: docker-proxy's protocol passes a status pipe as fd 3 and, with
 //! `-use-listen-fd`, the listening socket as fd 4. Turning a number into an `OwnedFd` is sound
@@ -9,6 +9,8 @@
 //! forwarder needs because reads (and splice) stop there. [`accept_nonblocking`] is accept4(2)
 //! with SOCK_NONBLOCK | SOCK_CLOEXEC, one syscall where std's accept needs a second to make the
 //! socket non-blocking (nix's accept4 returns a raw fd, which only this crate may adopt).
+//! [`set_incoming_cpu`] ties a SO_REUSEPORT listener to a CPU, so the forwarder's loops each get
+//! the connections whose SYN their CPU processed (a test below checks the kernel does that).
 //!
 //! Privileges: none. Tests: below.
 use std::io;
@@ -70,6 +72,27 @@ pub fn accept_nonblocking(listener: &impl AsFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Sets SO_INCOMING_CPU on a listening socket: in a SO_REUSEPORT group, the kernel hands a new
+/// connection to the member whose value is the CPU that processed its SYN (6.1+; older kernels
+/// take the value and keep choosing by hash).
+pub fn set_incoming_cpu(sock: BorrowedFd<'_>, cpu: usize) -> io::Result<()> {
+    let value =
+        libc::c_int::try_from(cpu).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: setsockopt reads one int from a pointer to a stack value that outlives the call
+    // and the length passed is that int's; sock is a valid open fd borrowed for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_INCOMING_CPU,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    crate::check(rc)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +141,93 @@ mod tests {
         };
         assert_ne!(fl & libc::O_NONBLOCK, 0);
         assert_ne!(fd_flags & libc::FD_CLOEXEC, 0);
+    }
+
+    /// Runs `f` on a thread of its own pinned to `cpu`.
+    fn on_cpu<T: Send>(cpu: usize, f: impl FnOnce() -> T + Send) -> T {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    // SAFETY: the set is a zeroed cpu_set_t on the stack that CPU_SET fills and
+                    // sched_setaffinity reads for the calling thread (pid 0) only.
+                    let rc = unsafe {
+                        let mut set: libc::cpu_set_t = std::mem::zeroed();
+                        libc::CPU_SET(cpu, &mut set);
+                        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set)
+                    };
+                    assert_eq!(
+                        rc,
+                        0,
+                        "pinning to CPU {cpu}: {}",
+                        io::Error::last_os_error()
+                    );
+                    f()
+                })
+                .join()
+                .expect("pinned thread")
+        })
+    }
+
+    /// A non-blocking TCP listener on `port` of 127.0.0.1 (0: any) in a SO_REUSEPORT group.
+    fn reuseport_listener(port: u16) -> std::net::TcpListener {
+        // SAFETY: a new socket is adopted once; setsockopt reads one int from the stack; bind
+        // and listen take a sockaddr_in built on the stack with its true length.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0);
+            let one: libc::c_int = 1;
+            let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            let p = (&one as *const libc::c_int).cast();
+            assert_eq!(
+                libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, p, len),
+                0
+            );
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_port = port.to_be();
+            addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            let alen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            assert_eq!(
+                libc::bind(fd, (&addr as *const libc::sockaddr_in).cast(), alen),
+                0
+            );
+            assert_eq!(libc::listen(fd, 16), 0);
+            let listener = std::net::TcpListener::from_raw_fd(fd);
+            listener.set_nonblocking(true).unwrap();
+            listener
+        }
+    }
+
+    #[test]
+    fn incoming_cpu_steers_connections_to_the_listener_of_the_syn_cpu() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus < 2 {
+            let why = format!("steering by CPU needs two CPUs, this machine has {cpus}");
+            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{why}");
+            eprintln!("skipping: {why}");
+            return;
+        }
+        let first = reuseport_listener(0);
+        let port = first.local_addr().unwrap().port();
+        let second = reuseport_listener(port);
+        set_incoming_cpu(first.as_fd(), 0).unwrap();
+        set_incoming_cpu(second.as_fd(), 1).unwrap();
+        // Eight connections: by hash alone, all would land right one time in 256.
+        for n in 0..8 {
+            let (cpu, wanted, other) = match n % 2 {
+                0 => (0, &first, &second),
+                _ => (1, &second, &first),
+            };
+            let client = on_cpu(cpu, || {
+                std::net::TcpStream::connect(("127.0.0.1", port)).unwrap()
+            });
+            assert!(
+                accept_nonblocking(wanted).is_ok(),
+                "a SYN on CPU {cpu} missed its listener"
+            );
+            let stray = accept_nonblocking(other).unwrap_err();
+            assert_eq!(stray.kind(), io::ErrorKind::WouldBlock);
+            drop(client);
+        }
     }
 }

@@ -146,6 +146,20 @@ os.execv(sys.argv[1], sys.argv[1:])";
             .collect()
     }
 
+    /// Each thread's name and the CPUs it may run on (`Cpus_allowed_list`).
+    pub fn thread_cpus(&self) -> Vec<(String, String)> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid())).unwrap();
+        let read = |task: std::path::PathBuf| {
+            let name = std::fs::read_to_string(task.join("comm")).ok()?;
+            let status = std::fs::read_to_string(task.join("status")).ok()?;
+            let cpus = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+            Some((name.trim().to_string(), cpus.trim().to_string()))
+        };
+        tasks.filter_map(|t| read(t.ok()?.path())).collect()
+    }
+
     /// Waits (bounded) for the proxy to exit on its own; its exit status and stderr.
     pub fn exit(mut self) -> (ExitStatus, String) {
         let start = Instant::now();
