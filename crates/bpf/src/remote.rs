@@ -30,6 +30,8 @@ pub const REMOTE_DIR: &str = "remote";
 /// The remote publish map (and its pin).
 pub const REMOTE_MAP: &str = "pier_remote";
 const STATS_MAP: &str = "pier_remote_stats";
+/// Counters in [`STATS_MAP`] (remote.bpf.c's STAT_MAX).
+const STATS: usize = 5;
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/remote.bpf.o"));
 
 /// Where a program goes: which hook of which kind of interface.
@@ -68,17 +70,28 @@ pub fn remote_loaded(pin_dir: &Path) -> bool {
 }
 
 /// Loads the remote object and pins its programs and maps under `<pin_dir>/remote`, unless they
-/// are; on failure removes what it pinned.
+/// are; on failure removes what it pinned. Pins of an older pier (fewer stats: programs that
+/// do not translate ICMP errors) are replaced when nothing is published through them, and
+/// kept, still serving, until then.
 pub fn load_remote(pin_dir: &Path) -> Result<(), Error> {
-    if remote_loaded(pin_dir) {
-        return Ok(());
-    }
     let dir = remote_dir(pin_dir);
+    if remote_loaded(pin_dir) {
+        if !outdated(&dir) || !RemotePublisher::open(pin_dir)?.is_empty() {
+            return Ok(());
+        }
+        remove_dir(&dir)?;
+    }
     let res = load_into(&dir);
     if res.is_err() {
         let _ = remove_dir(&dir);
     }
     res
+}
+
+/// Whether the pinned object under `dir` predates this pier's programs: its stats map has
+/// fewer counters than [`STATS`].
+fn outdated(dir: &Path) -> bool {
+    MapHandle::from_pinned_path(dir.join(STATS_MAP)).is_ok_and(|m| m.max_entries() < STATS as u32)
 }
 
 fn load_into(dir: &Path) -> Result<(), Error> {
@@ -317,8 +330,11 @@ pub struct RemoteStats {
     pub translated_out: u64,
     /// Flows started.
     pub flows: u64,
-    /// Packets of a published front left to the kernel because the FIB had no route.
+    /// Packets of a published front left to the kernel because the FIB had no route or the
+    /// egress MTU was too small.
     pub no_route: u64,
+    /// ICMP errors about a flow translated and redirected (to the container or the client).
+    pub icmp: u64,
 }
 
 /// Reads the stats map pinned under `pin_dir`.
@@ -329,7 +345,8 @@ pub fn remote_stats(pin_dir: &Path) -> Result<RemoteStats, Error> {
         path,
         source,
     })?;
-    let mut sums = [0u64; 4];
+    // An older object's map has fewer counters: the missing ones read as 0.
+    let mut sums = [0u64; STATS];
     for (i, sum) in sums.iter_mut().enumerate() {
         let per_cpu = map
             .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)
@@ -348,6 +365,7 @@ pub fn remote_stats(pin_dir: &Path) -> Result<RemoteStats, Error> {
         translated_out: sums[1],
         flows: sums[2],
         no_route: sums[3],
+        icmp: sums[4],
     })
 }
 

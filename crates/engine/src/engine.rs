@@ -145,8 +145,8 @@ pub struct Engine {
 }
 
 /// Where the publish engines keep their host-wide objects (`PIER_BPF_PIN_DIR`,
-/// `PIER_BPF_CGROUP` override the defaults); the proxy binary is pier itself; `PIER_REMOTE_TC=1`
-/// turns on auto's tc fast path for remote clients (off: nft DNAT alone serves them).
+/// `PIER_BPF_CGROUP` override the defaults); the proxy binary is pier itself; `PIER_REMOTE_TC=0`
+/// turns off auto's tc fast path for remote clients (nft DNAT alone serves them then).
 fn publish_settings() -> pier_publish::engine::Settings {
     let env = |name: &str, default: &str| {
         PathBuf::from(std::env::var_os(name).unwrap_or_else(|| default.into()))
@@ -155,7 +155,7 @@ fn publish_settings() -> pier_publish::engine::Settings {
         bpf_pin_dir: env("PIER_BPF_PIN_DIR", "/sys/fs/bpf/pier"),
         bpf_cgroup: env("PIER_BPF_CGROUP", "/sys/fs/cgroup/unified"),
         proxy_binary: std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into()),
-        remote_tc: std::env::var_os("PIER_REMOTE_TC").is_some_and(|v| v == "1"),
+        remote_tc: std::env::var_os("PIER_REMOTE_TC").is_none_or(|v| v != "0"),
     }
 }
 

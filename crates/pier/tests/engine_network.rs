@@ -5,8 +5,8 @@
 //! ipvlan refused on this kernel; `pier network create|ls|inspect|rm`; a routed network (Docker's
 //! `gateway_mode_ipv4|ipv6=routed`) reached directly by a remote host over IPv4 and IPv6, its
 //! egress unmasqueraded, while a nat network is not, and isolation between them kept; a remote
-//! host's connections to a published port tracked by conntrack by default and not with
-//! `PIER_REMOTE_TC=1`, whose tc programs leave the interfaces with the port.
+//! host's connections to a published port kept out of conntrack by auto's tc programs, which
+//! leave the interfaces with the port, and tracked by nft DNAT with PIER_REMOTE_TC=0.
 //! Each test runs pier in its own network namespace and state directory (engine_support).
 mod engine_support;
 
@@ -703,8 +703,8 @@ fn publish_and_fetch(
 }
 
 #[test]
-fn remote_clients_skip_conntrack_with_pier_remote_tc() {
-    if !require_root("remote_clients_skip_conntrack_with_pier_remote_tc") {
+fn remote_clients_skip_conntrack_unless_pier_remote_tc_is_0() {
+    if !require_root("remote_clients_skip_conntrack_unless_pier_remote_tc_is_0") {
         return;
     }
     let host = Host::new("tcpath");
@@ -712,15 +712,11 @@ fn remote_clients_skip_conntrack_with_pier_remote_tc() {
     let net = unique("tc");
     host.ok(&["network", "create", "--subnet", "198.18.243.0/24", &net]);
 
-    let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8081, None);
-    assert_eq!(links, Vec::<String>::new(), "by default nothing at tc");
-    assert_ne!(conntrack, Vec::<String>::new(), "nft DNAT is tracked");
-
-    let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8080, Some("1"));
+    let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8080, None);
     assert_eq!(
         links,
         ["link-in-", "link-reply-"],
-        "programs attached on publish"
+        "by default the programs are attached on publish"
     );
     assert_eq!(conntrack, Vec::<String>::new(), "tc path: no conntrack");
     let left = tc_links(&host);
@@ -729,5 +725,13 @@ fn remote_clients_skip_conntrack_with_pier_remote_tc() {
         Vec::<String>::new(),
         "nothing published, nothing attached"
     );
+
+    let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8081, Some("0"));
+    assert_eq!(
+        links,
+        Vec::<String>::new(),
+        "PIER_REMOTE_TC=0: nothing at tc"
+    );
+    assert_ne!(conntrack, Vec::<String>::new(), "nft DNAT is tracked");
     host.ok(&["network", "rm", &net]);
 }

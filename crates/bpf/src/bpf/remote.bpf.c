@@ -33,12 +33,24 @@
  * container of the other family, forwarding disabled, no route) passes untouched to the
  * kernel, where the nat engine's nft rules serve it: these programs only make the
  * common case fast, they never decide reachability alone.
- * Limits: ICMP errors about a flow are not translated (they reach the host, as with
- * a conntrack-less path); TTL is not decremented (the host is the flow's endpoint as
- * far as the client can tell); an LRU eviction of an active flow's reverse entry under
- * more than 65,536 concurrent flows breaks that flow.
- * `pier_remote_stats` (per CPU): packets translated in, out, flows started, and
- * packets left to the kernel because the FIB had no answer; read by tests and doctor.
+ * ICMP errors about a flow are translated like its packets, as conntrack does for
+ * related errors: on an uplink, an error about a reply (its embedded packet goes from
+ * the front to the client: a router's "fragmentation needed" or "packet too big" on
+ * the way back) goes to the container with the front replaced by the target in the
+ * outer destination and in the embedded source; on the bridge, an error the container
+ * sends about a client's packet (port unreachable for UDP) goes to the client with
+ * the target replaced by the front. Path MTU discovery therefore works through the
+ * fast path, and the container's address never leaks. The ICMP checksum is patched
+ * for every byte changed (the embedded IPv4 header checksum included); the embedded
+ * L4 checksum is left alone, as receivers of errors never check it.
+ * Forwarding: the hop limit (TTL) is decremented as a router's would be; a packet
+ * that would leave with none, or is larger than the egress MTU, is left to the kernel,
+ * whose forwarding path sends the ICMP error its sender needs.
+ * Limits: an LRU eviction of an active flow's reverse entry under more than 65,536
+ * concurrent flows breaks that flow.
+ * `pier_remote_stats` (per CPU): packets translated in, out, flows started, packets
+ * left to the kernel because the FIB had no answer (or the MTU was too small), and ICMP
+ * errors translated; read by tests and doctor.
  *
  * Byte order: addresses and ports as on the wire (network order), like publish.bpf.c.
  */
@@ -60,6 +72,8 @@
 #define TCP_FLAG_ACK 0x10
 #define PROTO_TCP 6
 #define PROTO_UDP 17
+#define PROTO_ICMP 1
+#define PROTO_ICMPV6 58
 
 /* A published front for remote clients: where it goes, and who may use it. */
 struct pier_remote_target {
@@ -107,7 +121,7 @@ struct {
 	__type(value, struct pier_flow);
 } pier_rflows SEC(".maps");
 
-enum { STAT_IN, STAT_OUT, STAT_FLOWS, STAT_NO_ROUTE, STAT_MAX };
+enum { STAT_IN, STAT_OUT, STAT_FLOWS, STAT_NO_ROUTE, STAT_ICMP, STAT_MAX };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -176,13 +190,12 @@ static __always_inline int parse_l3(struct __sk_buff *skb, struct pkt *p)
 	return 0;
 }
 
-static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+/* The TCP or UDP header of a packet parse_l3 took. */
+static __always_inline int parse_l4(struct __sk_buff *skb, struct pkt *p)
 {
 	void *data, *end;
 	__u8 *l4;
 
-	if (!parse_l3(skb, p))
-		return 0;
 	data = (void *)(long)skb->data;
 	end = (void *)(long)skb->data_end;
 	l4 = data + p->l4_off;
@@ -203,6 +216,97 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	p->k.sport = *(__u16 *)l4;
 	p->k.dport = *(__u16 *)(l4 + 2);
 	return 1;
+}
+
+/* An ICMP error and the packet it is about (as that packet was sent). */
+struct pier_icmp_err {
+	struct pier_flow_key inner;
+	__u32 csum_off; /* the ICMP checksum */
+	__u32 inner_ip; /* the embedded IP header */
+	__u32 inner_l4; /* the embedded TCP/UDP header (its ports are all that is read) */
+};
+
+/* Destination unreachable (fragmentation needed among them), time exceeded, parameter
+ * problem; for ICMPv6 also packet too big. */
+static __always_inline int is_error(int v6, __u8 type)
+{
+	return v6 ? type >= 1 && type <= 4 : type == 3 || type == 11 || type == 12;
+}
+
+static __always_inline int parse_icmp_error(struct __sk_buff *skb, const struct pkt *p,
+					    struct pier_icmp_err *e)
+{
+	__u8 type;
+	__u16 ports[2];
+
+	if (p->k.proto != (p->v6 ? PROTO_ICMPV6 : PROTO_ICMP) ||
+	    bpf_skb_load_bytes(skb, p->l4_off, &type, 1) || !is_error(p->v6, type))
+		return 0;
+	e->csum_off = p->l4_off + 2;
+	e->inner_ip = p->l4_off + 8;
+	if (!p->v6) {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, e->inner_ip, &ip, sizeof(ip)) || ip.ihl != 5)
+			return 0;
+		set_v4mapped(&e->inner.src, ip.saddr);
+		set_v4mapped(&e->inner.dst, ip.daddr);
+		e->inner.proto = ip.protocol;
+		e->inner_l4 = e->inner_ip + sizeof(ip);
+	} else {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, e->inner_ip, &ip6, sizeof(ip6)))
+			return 0;
+		__builtin_memcpy(&e->inner.src, &ip6.saddr, sizeof(e->inner.src));
+		__builtin_memcpy(&e->inner.dst, &ip6.daddr, sizeof(e->inner.dst));
+		e->inner.proto = ip6.nexthdr;
+		e->inner_l4 = e->inner_ip + sizeof(ip6);
+	}
+	if ((e->inner.proto != PROTO_TCP && e->inner.proto != PROTO_UDP) ||
+	    bpf_skb_load_bytes(skb, e->inner_l4, ports, sizeof(ports)))
+		return 0;
+	e->inner.sport = ports[0];
+	e->inner.dport = ports[1];
+	return 1;
+}
+
+static __always_inline int same_addr(const struct pier_addr *a, const struct pier_addr *b)
+{
+	return a->a[0] == b->a[0] && a->a[1] == b->a[1] && a->a[2] == b->a[2] && a->a[3] == b->a[3];
+}
+
+/* The key of the flow a packet belongs to, from a packet going the other way. */
+static __always_inline struct pier_flow_key reversed(const struct pier_flow_key *k)
+{
+	struct pier_flow_key r = {
+		.src = k->dst, .dst = k->src, .sport = k->dport, .dport = k->sport, .proto = k->proto,
+	};
+	return r;
+}
+
+/* One less hop (TTL or hop limit) on a packet that goes on; -1 when none would be left. */
+static __always_inline int hop(struct __sk_buff *skb, const struct pkt *p)
+{
+	if (!p->v6) {
+		__u32 off = ETH_HLEN + offsetof(struct iphdr, ttl);
+		__u16 old, new; /* the TTL and protocol bytes, as one checksummed word */
+
+		if (bpf_skb_load_bytes(skb, off, &old, 2) || *(__u8 *)&old <= 1)
+			return -1;
+		new = old;
+		*(__u8 *)&new -= 1;
+		if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), old, new, 2))
+			return -1;
+		return bpf_skb_store_bytes(skb, off, &new, 2, 0) ? -1 : 0;
+	}
+	__u32 off = ETH_HLEN + offsetof(struct ipv6hdr, hop_limit);
+	__u8 hops;
+
+	if (bpf_skb_load_bytes(skb, off, &hops, 1) || hops <= 1)
+		return -1;
+	hops -= 1;
+	return bpf_skb_store_bytes(skb, off, &hops, 1, 0) ? -1 : 0;
 }
 
 /* FIB lookup as the kernel's forwarding would do it for a packet from src to dst. */
@@ -297,6 +401,9 @@ static __always_inline int send(struct __sk_buff *skb, struct bpf_fib_lookup *f,
 	return bpf_redirect_neigh(f->ifindex, &nh, sizeof(nh), 0);
 }
 
+/* The FIB found a way out. The skb flavour of the lookup also checks that the packet fits
+ * the egress MTU (GSO packets by their segments) and answers FRAG_NEEDED when it does not:
+ * such a packet goes to the kernel, which tells its sender. */
 static __always_inline int routable(int rc)
 {
 	return rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH;
@@ -328,6 +435,106 @@ static __always_inline int is_local(struct __sk_buff *skb, const struct pkt *p)
 	return fib(skb, p, &f, &p->k.src, &p->k.dst) == BPF_FIB_LKUP_RET_NOT_FWDED;
 }
 
+/* Rewrite an ICMP error about a translated flow: with outer_dst (an uplink's error about a
+ * reply) the outer destination, the embedded source and source port become addr:port;
+ * otherwise (the container's error about a client's packet) the outer source, the embedded
+ * destination and destination port. The ICMP checksum follows every byte changed. */
+static __always_inline int rewrite_icmp(struct __sk_buff *skb, const struct pkt *p,
+					const struct pier_icmp_err *e, int outer_dst,
+					const struct pier_addr *addr, __u16 port)
+{
+	struct pier_addr old = outer_dst ? p->k.dst : p->k.src, new = *addr;
+	__u16 old_port = outer_dst ? e->inner.sport : e->inner.dport;
+	__u32 port_off = e->inner_l4 + (outer_dst ? 0 : 2);
+
+	if (!p->v6) {
+		__u32 outer = ETH_HLEN + (outer_dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+		__u32 inner = e->inner_ip + (outer_dst ? offsetof(struct iphdr, saddr) : offsetof(struct iphdr, daddr));
+		__u32 inner_check = e->inner_ip + offsetof(struct iphdr, check);
+		__u16 check_before, check_after;
+
+		if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), old.a[3], new.a[3], 4) ||
+		    bpf_skb_store_bytes(skb, outer, &new.a[3], 4, 0) ||
+		    bpf_skb_load_bytes(skb, inner_check, &check_before, 2) ||
+		    bpf_l3_csum_replace(skb, inner_check, old.a[3], new.a[3], 4) ||
+		    bpf_skb_load_bytes(skb, inner_check, &check_after, 2) ||
+		    bpf_l4_csum_replace(skb, e->csum_off, check_before, check_after, 2) ||
+		    bpf_l4_csum_replace(skb, e->csum_off, old.a[3], new.a[3], 4) ||
+		    bpf_skb_store_bytes(skb, inner, &new.a[3], 4, 0))
+			return -1;
+	} else {
+		__u32 outer = ETH_HLEN + (outer_dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
+		__u32 inner = e->inner_ip + (outer_dst ? offsetof(struct ipv6hdr, saddr) : offsetof(struct ipv6hdr, daddr));
+		__s64 diff = bpf_csum_diff(old.a, sizeof(old), new.a, sizeof(new), 0);
+
+		/* ICMPv6 sums a pseudo-header with the outer addresses, and the message. */
+		if (bpf_l4_csum_replace(skb, e->csum_off, 0, diff, BPF_F_PSEUDO_HDR) ||
+		    bpf_skb_store_bytes(skb, outer, new.a, sizeof(new), 0) ||
+		    bpf_l4_csum_replace(skb, e->csum_off, 0, diff, 0) ||
+		    bpf_skb_store_bytes(skb, inner, new.a, sizeof(new), 0))
+			return -1;
+	}
+	if (bpf_l4_csum_replace(skb, e->csum_off, old_port, port, 2) ||
+	    bpf_skb_store_bytes(skb, port_off, &port, sizeof(port), 0))
+		return -1;
+	return 0;
+}
+
+/* Sends a translated ICMP error on: to the target (outer_dst) or to the client. */
+static __always_inline int forward_icmp(struct __sk_buff *skb, const struct pkt *p,
+					const struct pier_icmp_err *e, int outer_dst,
+					const struct pier_flow *to)
+{
+	struct bpf_fib_lookup f = {};
+	int rc;
+
+	if (outer_dst)
+		rc = fib(skb, p, &f, &p->k.src, &to->addr);
+	else
+		rc = fib(skb, p, &f, &to->addr, &p->k.dst);
+	if (!routable(rc) || hop(skb, p))
+		return TC_ACT_OK;
+	if (rewrite_icmp(skb, p, e, outer_dst, &to->addr, to->port))
+		return TC_ACT_SHOT;
+	count(STAT_ICMP);
+	return send(skb, &f, rc, p->v6);
+}
+
+/* On an uplink: an error about a reply of a flow (front -> client) goes to its target. */
+static __always_inline int icmp_in(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct pier_flow_key k;
+	struct pier_flow *flow, target;
+	struct pier_icmp_err e = {};
+
+	if (!parse_icmp_error(skb, p, &e) || !same_addr(&p->k.dst, &e.inner.src))
+		return TC_ACT_OK;
+	k = reversed(&e.inner);
+	flow = bpf_map_lookup_elem(&pier_flows, &k);
+	if (!flow)
+		return TC_ACT_OK;
+	target = *flow;
+	return forward_icmp(skb, p, &e, 1, &target);
+}
+
+/* On a bridge: the container's error about a client's packet (client -> target) goes to
+ * the client as the front's. */
+static __always_inline int icmp_reply(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct pier_flow_key k;
+	struct pier_flow *flow, front;
+	struct pier_icmp_err e = {};
+
+	if (!parse_icmp_error(skb, p, &e) || !same_addr(&p->k.dst, &e.inner.src))
+		return TC_ACT_OK;
+	k = reversed(&e.inner);
+	flow = bpf_map_lookup_elem(&pier_rflows, &k);
+	if (!flow)
+		return TC_ACT_OK;
+	front = *flow;
+	return forward_icmp(skb, p, &e, 0, &front);
+}
+
 SEC("tc")
 int pier_tc_in(struct __sk_buff *skb)
 {
@@ -337,7 +544,11 @@ int pier_tc_in(struct __sk_buff *skb)
 	struct pkt p = {};
 	int wild, rc;
 
-	if (skb->pkt_type != PACKET_HOST || !parse(skb, &p))
+	if (skb->pkt_type != PACKET_HOST || !parse_l3(skb, &p))
+		return TC_ACT_OK;
+	if (p.k.proto == PROTO_ICMP || p.k.proto == PROTO_ICMPV6)
+		return icmp_in(skb, &p);
+	if (!parse_l4(skb, &p))
 		return TC_ACT_OK;
 	t = published(skb, &p, &wild);
 	if (!t || is_v4mapped(&t->addr) == p.v6)
@@ -354,6 +565,8 @@ int pier_tc_in(struct __sk_buff *skb)
 		count(STAT_NO_ROUTE);
 		return TC_ACT_OK;
 	}
+	if (hop(skb, &p))
+		return TC_ACT_OK;
 	if (!flow)
 		start_flow(&p, &target);
 	if (rewrite(skb, &p, 1, &target.addr, target.port))
@@ -370,7 +583,11 @@ int pier_tc_reply(struct __sk_buff *skb)
 	struct pkt p = {};
 	int rc;
 
-	if (!parse(skb, &p))
+	if (!parse_l3(skb, &p))
+		return TC_ACT_OK;
+	if (p.k.proto == PROTO_ICMP || p.k.proto == PROTO_ICMPV6)
+		return icmp_reply(skb, &p);
+	if (!parse_l4(skb, &p))
 		return TC_ACT_OK;
 	flow = bpf_map_lookup_elem(&pier_rflows, &p.k);
 	if (!flow)
@@ -381,6 +598,8 @@ int pier_tc_reply(struct __sk_buff *skb)
 		count(STAT_NO_ROUTE);
 		return TC_ACT_OK;
 	}
+	if (hop(skb, &p))
+		return TC_ACT_OK;
 	if (rewrite(skb, &p, 0, &front.addr, front.port))
 		return TC_ACT_SHOT;
 	count(STAT_OUT);

@@ -1,8 +1,8 @@
 //! auto engine: the ebpf engine for clients in the host's network namespace and in containers
 //! on the target's own network, the nat engine for remote clients and containers on other
-//! networks (the programs leave those alone), optionally (`PIER_REMOTE_TC=1`) with the tc
-//! programs of remote.rs in front of nat for remote clients of a bridged container (no
-//! conntrack on their path); where cgroup2/BPF is missing, nat for remote clients and a proxy
+//! networks (the programs leave those alone), with the tc programs of remote.rs in front of nat
+//! for remote clients of a bridged container (no conntrack on their path; `PIER_REMOTE_TC=0`
+//! leaves them to nat alone); where cgroup2/BPF is missing, nat for remote clients and a proxy
 //! for loopback.
 //!
 //! Theory of operation: made once per process; if the ebpf programs cannot be loaded or

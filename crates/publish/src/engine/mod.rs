@@ -65,8 +65,8 @@ pub struct Settings {
     pub bpf_cgroup: PathBuf,
     /// The program run as `<proxy_binary> proxy -proto …` (pier itself).
     pub proxy_binary: PathBuf,
-    /// Whether auto puts the tc programs (remote.rs) in front of nat for remote clients
-    /// (`PIER_REMOTE_TC=1`; off by default: docs/benchmarks.md has the figures of both).
+    /// Whether auto puts the tc programs (remote.rs) in front of nat for remote clients (on
+    /// unless `PIER_REMOTE_TC=0`; docs/benchmarks.md has the figures of both).
     pub remote_tc: bool,
 }
 

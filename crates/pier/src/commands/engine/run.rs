@@ -45,7 +45,8 @@ pub struct Args {
     #[arg(short = 'P', long)]
     publish_all: bool,
     /// How ports are published. auto (default): eBPF socket redirection for local clients,
-    /// nftables DNAT for remote ones (PIER_REMOTE_TC=1: tc programs in front, no conntrack);
+    /// nftables DNAT for remote ones with tc programs in front (no conntrack; PIER_REMOTE_TC=0:
+    /// nftables alone);
     /// ebpf: clients on this host only; nat: nftables DNAT for everyone; proxy: a `pier proxy`
     /// per port
     #[arg(long, value_name = "MODE", value_parser = ["auto", "ebpf", "nat", "proxy"])]
