@@ -71,9 +71,8 @@ pub struct Args {
     /// CPUs the server (and the host row's server) may run on (default: the last core)
     #[arg(long)]
     cpuset: Option<String>,
-    /// CPUs the client (wrk, pgbench) may run on, or `all` [default: for --client remote, the
-    /// CPUs the server's cpuset leaves, since a client on a machine of its own never takes the
-    /// server's core; for local and ipv6, all]
+    /// CPUs the client (wrk, pgbench) may run on, or `all` [default: the CPUs the server's
+    /// cpuset leaves, so the client never takes the server's core; all when it leaves none]
     #[arg(long, value_name = "CPUS|all")]
     client_cpuset: Option<String>,
     /// CPU limit of the pier containers (`pier run --cpus`)
@@ -271,21 +270,18 @@ fn client_side(
     })
 }
 
-/// The client's pin: `--client-cpuset`, else a remote client's default
-/// ([`topo::remote_client_cpus`]); None: not pinned.
+/// The client's pin: `--client-cpuset`, else the CPUs the server leaves
+/// ([`topo::client_cpus_left`]); None: not pinned.
 fn client_cpus(args: &Args, server_cpuset: &str) -> anyhow::Result<Option<String>> {
-    let flag = |e: String| anyhow::anyhow!("--client-cpuset: {e}");
-    match (args.client_cpuset.as_deref(), args.client) {
-        (Some("all"), _) => Ok(None),
-        (Some(list), _) => topo::cpus_of(list)
+    match args.client_cpuset.as_deref() {
+        Some("all") => Ok(None),
+        Some(list) => topo::cpus_of(list)
             .map(|_| Some(list.to_string()))
-            .map_err(flag),
-        (None, Client::Remote) => {
+            .map_err(|e| anyhow::anyhow!("--client-cpuset: {e}")),
+        None => {
             let all = std::thread::available_parallelism().map_or(1, |n| n.get());
-            topo::remote_client_cpus(all, server_cpuset)
-                .map_err(|e| anyhow::anyhow!("--cpuset: {e}"))
+            topo::client_cpus_left(all, server_cpuset).map_err(|e| anyhow::anyhow!("--cpuset: {e}"))
         }
-        (None, _) => Ok(None),
     }
 }
 

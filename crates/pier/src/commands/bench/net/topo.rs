@@ -15,13 +15,12 @@
 //! container's address); the host forwards it (ip_forward on, FORWARD accepted for the two
 //! links, both undone at the end).
 //!
-//! Where the client runs: a remote client is pinned (`taskset -c`) to the CPUs the server's
-//! cpuset leaves ([`remote_client_cpus`]; `--client-cpuset` overrides it, `all` unpins), since a
-//! client on a machine of its own never takes the server's core. Unpinned, on a 2-vCPU VM the
+//! Where the client runs: pinned (`taskset -c`) to the CPUs the server's cpuset leaves
+//! ([`client_cpus_left`]; `--client-cpuset` overrides it, `all` unpins), so it never takes the
+//! server's core, as a client on a machine of its own would not. Unpinned, on a 2-vCPU VM the
 //! scheduler sometimes puts client threads on the server's core, where a wake-up costs no
-//! inter-processor interrupt: one cell's rounds then spread 2.6× (28k–72k requests/s at -c2)
-//! and the ratios measure placement, not the path. Local clients stay unpinned by default, as
-//! seed 000 ran them.
+//! inter-processor interrupt: one cell's rounds then spread 2.6× (remote, 28k–72k requests/s at
+//! -c2; local 28k–85k for direct) and the ratios measure placement, not the path.
 //!
 //! Privileges: root. Exercised by tests/bench_net.rs.
 use super::host::{cmd, spawn, wait_listening, Cleanup, Undo};
@@ -95,10 +94,9 @@ pub fn cpu_list(cpus: &std::collections::BTreeSet<usize>) -> String {
     parts.iter().map(text).collect::<Vec<_>>().join(",")
 }
 
-/// Where a remote client runs by default: on the CPUs of `all` that the server's `server` set
-/// leaves, as a client on a machine of its own never takes the server's core; None (not
-/// pinned) when the server's set covers every CPU.
-pub fn remote_client_cpus(all: usize, server: &str) -> Result<Option<String>, String> {
+/// Where the client runs by default: on the CPUs of `all` that the server's `server` set
+/// leaves; None (not pinned) when the server's set covers every CPU.
+pub fn client_cpus_left(all: usize, server: &str) -> Result<Option<String>, String> {
     let taken = cpus_of(server)?;
     let free: std::collections::BTreeSet<usize> = (0..all).filter(|c| !taken.contains(c)).collect();
     Ok((!free.is_empty()).then(|| cpu_list(&free)))
@@ -247,14 +245,14 @@ mod tests {
     }
 
     #[test]
-    fn a_remote_client_takes_the_cpus_the_server_leaves() {
-        assert_eq!(remote_client_cpus(2, "1").unwrap().as_deref(), Some("0"));
+    fn the_client_takes_the_cpus_the_server_leaves() {
+        assert_eq!(client_cpus_left(2, "1").unwrap().as_deref(), Some("0"));
         assert_eq!(
-            remote_client_cpus(8, "3-4").unwrap().as_deref(),
+            client_cpus_left(8, "3-4").unwrap().as_deref(),
             Some("0-2,5-7")
         );
-        assert_eq!(remote_client_cpus(2, "0-1").unwrap(), None);
-        assert_eq!(remote_client_cpus(1, "0").unwrap(), None);
-        assert!(remote_client_cpus(2, "x").is_err());
+        assert_eq!(client_cpus_left(2, "0-1").unwrap(), None);
+        assert_eq!(client_cpus_left(1, "0").unwrap(), None);
+        assert!(client_cpus_left(2, "x").is_err());
     }
 }
