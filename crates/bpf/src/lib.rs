@@ -64,8 +64,8 @@ use nix::mount::{mount, MsFlags};
 use nix::sys::statfs::{statfs, FsType};
 pub use remote::{
     attach as attach_remote, attached as attached_remote, load_remote, probe as probe_remote,
-    remote_dir, remote_loaded, remote_stats, unpin_link as unpin_remote_link, Hook, RemoteEntry,
-    RemotePublisher, RemoteStats, REMOTE_DIR, REMOTE_MAP,
+    remote_dir, remote_loaded, remote_stats, unpin_link as unpin_remote_link, unpin_remote, Hook,
+    RemoteEntry, RemotePublisher, RemoteStats, REMOTE_DIR, REMOTE_MAP,
 };
 
 /// Where production pins programs, links and the map.

@@ -7,7 +7,8 @@
 //! pinned as `link-in-<ifindex>` / `link-reply-<ifindex>` there, so the attachment outlives pier
 //! and one stat tells whether an interface has it. An interface that goes away takes its
 //! attachment with it; [`attached`] lists the pins so the caller can unpin those of interfaces
-//! that are gone. [`probe`] tells whether the kernel has tcx before anything is attached.
+//! that are gone. [`probe`] tells whether the kernel has tcx; the caller runs it once, after
+//! the load that pinned the object.
 //! [`crate::unpin_all`] removes the subdirectory with the rest.
 //! A publish is one entry of `pier_remote` ([`RemotePublisher`]), a mirror of one nft DNAT element:
 //! a specific host address with the index of the interface holding it, or the wildcard of one
@@ -70,14 +71,14 @@ pub fn remote_loaded(pin_dir: &Path) -> bool {
 }
 
 /// Loads the remote object and pins its programs and maps under `<pin_dir>/remote`, unless they
-/// are; on failure removes what it pinned. Pins of an older pier (fewer stats: programs that
-/// do not translate ICMP errors) are replaced when nothing is published through them, and
-/// kept, still serving, until then.
-pub fn load_remote(pin_dir: &Path) -> Result<(), Error> {
+/// are; returns whether it loaded them now. On failure removes what it pinned. Pins of an older
+/// pier (fewer stats: programs that do not translate ICMP errors) are replaced when nothing is
+/// published through them, and kept, still serving, until then.
+pub fn load_remote(pin_dir: &Path) -> Result<bool, Error> {
     let dir = remote_dir(pin_dir);
     if remote_loaded(pin_dir) {
         if !outdated(&dir) || !RemotePublisher::open(pin_dir)?.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         remove_dir(&dir)?;
     }
@@ -85,7 +86,12 @@ pub fn load_remote(pin_dir: &Path) -> Result<(), Error> {
     if res.is_err() {
         let _ = remove_dir(&dir);
     }
-    res
+    res.map(|()| true)
+}
+
+/// Removes the remote object's pins (links first, detaching the programs from every interface).
+pub fn unpin_remote(pin_dir: &Path) -> Result<(), Error> {
+    remove_dir(&remote_dir(pin_dir))
 }
 
 /// Whether the pinned object under `dir` predates this pier's programs: its stats map has

@@ -18,7 +18,8 @@
 //! directories without a record and names without a container (`Store::sweep`), pier-runtime
 //! state directories without a record, and (when something was found, or always for
 //! `pier gc`) IPAM leases of ids that have no record; `pier gc` also removes ebpf client
-//! entries of namespaces that are gone and an older pier's unused pins. It runs at every
+//! entries of namespaces that are gone, an older pier's unused pins, and detaches the
+//! remote-client tc programs when nothing is published through them. It runs at every
 //! `Engine::open`: one readdir and one small JSON read per container.
 //! Privileges: root. Tests: crates/engine/tests/priv_engine.rs, crates/pier/tests/engine_crash.rs.
 use std::collections::HashSet;
@@ -188,8 +189,9 @@ fn sweep_runtime(engine: &Engine, report: &mut GcReport) -> Result<(), EngineErr
 }
 
 /// ebpf client entries of namespaces that are gone (a container's init lives in its namespace,
-/// so whatever record it had, a gone namespace is a gone container), and an older pier's pins
-/// once nothing is published in them (the next publish loads the current programs). What
+/// so whatever record it had, a gone namespace is a gone container), an older pier's pins
+/// once nothing is published in them (the next publish loads the current programs), and the
+/// remote-client tc programs' links when nothing is published through them. What
 /// fails is reported, not fatal: the rest of gc stands.
 fn sweep_bpf(engine: &Engine, report: &mut GcReport) {
     match pier_publish::engine::sweep_clients(&engine.publish) {
@@ -209,6 +211,15 @@ fn sweep_bpf(engine: &Engine, report: &mut GcReport) {
         Err(e) => report
             .removed
             .push(format!("an older pier's ebpf pins: {e}")),
+    }
+    match pier_publish::engine::detach_idle_remote(&engine.publish) {
+        Ok(0) => {}
+        Ok(n) => report.removed.push(format!(
+            "{n} tc link(s) of the remote-client programs, nothing being published through them"
+        )),
+        Err(e) => report
+            .removed
+            .push(format!("the remote-client tc links: {e}")),
     }
 }
 

@@ -6,7 +6,7 @@
 //! `gateway_mode_ipv4|ipv6=routed`) reached directly by a remote host over IPv4 and IPv6, its
 //! egress unmasqueraded, while a nat network is not, and isolation between them kept; a remote
 //! host's connections to a published port kept out of conntrack by auto's tc programs, which
-//! leave the interfaces with the port, and tracked by nft DNAT with PIER_REMOTE_TC=0.
+//! `pier gc` detaches once nothing is published, and tracked by nft DNAT with PIER_REMOTE_TC=0.
 //! Each test runs pier in its own network namespace and state directory (engine_support).
 mod engine_support;
 
@@ -720,10 +720,12 @@ fn remote_clients_skip_conntrack_unless_pier_remote_tc_is_0() {
     );
     assert_eq!(conntrack, Vec::<String>::new(), "tc path: no conntrack");
     let left = tc_links(&host);
+    assert_eq!(left, ["link-in-", "link-reply-"], "kept attached after rm");
+    host.ok(&["gc"]);
     assert_eq!(
-        left,
+        tc_links(&host),
         Vec::<String>::new(),
-        "nothing published, nothing attached"
+        "pier gc: nothing published, nothing attached"
     );
 
     let (links, conntrack) = publish_and_fetch((&host, &remote), &net, 8081, Some("0"));

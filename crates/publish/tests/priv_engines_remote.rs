@@ -6,7 +6,8 @@
 //!
 //! Theory: nat's DNAT must leave conntrack entries from the remote client's address (the
 //! control: it shows the check can fail); auto must leave none, while its tc programs count
-//! translated packets both ways and one flow per connection or UDP exchange. Every client
+//! translated packets both ways and one flow per connection or UDP exchange, and the programs
+//! stay attached after removal until gc's detach_idle_remote takes them off. Every client
 //! still gets the full check of the matrix (1 MiB echo with checksum after a half-close, an
 //! urgent byte, 16 datagrams) and the server sees the remote client's own address, over IPv4
 //! to the wildcard and to a specific host address, and over IPv6. After removal the remote map
@@ -181,10 +182,22 @@ fn auto_remote_clients_bypass_conntrack() {
     );
     let remote = pier_bpf::RemotePublisher::open(pin_dir).unwrap();
     assert!(remote.is_empty(), "the remote map is emptied on removal");
+    // The programs stay attached (a tcx attach costs an RCU grace period) until gc detaches them.
+    let attached = pier_bpf::attached_remote(pin_dir).len();
+    assert_eq!(
+        attached,
+        outcome.attached.len(),
+        "still attached after removal"
+    );
+    let detached = lab
+        .host
+        .run(|| pier_publish::engine::detach_idle_remote(&lab.settings).unwrap())
+        .unwrap();
+    assert_eq!(detached, attached);
     assert_eq!(
         pier_bpf::attached_remote(pin_dir),
         Vec::new(),
-        "with nothing published, no interface keeps a tc program"
+        "with nothing published, gc leaves no interface a tc program"
     );
 }
 

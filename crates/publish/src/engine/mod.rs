@@ -44,6 +44,7 @@ pub use clients::{
     unregister_client, ClientNetns,
 };
 pub use ebpf::retire_old_pins;
+pub use remote::detach_idle as detach_idle_remote;
 
 /// The container a mapping forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,17 +3,21 @@
 //! translate without conntrack).
 //!
 //! Theory of operation: [`ensure`] loads the programs once (pinned under the pin dir's
-//! `remote/`), checks that the kernel takes tcx links and unpins the links of interfaces that
-//! are gone; it runs when an auto engine is made and attaches nothing. Every nft element auto
+//! `remote/`), checks on that first load that the kernel takes tcx links (a failed check unpins
+//! the object again, so the next pier checks anew; pinned means checked) and unpins the links of
+//! interfaces that are gone; it runs when an auto engine is made and attaches nothing. Every nft element auto
 //! plans for a container on a pier bridge gets a twin entry here ([`entries_for`]): same front,
 //! same target, plus the index of the interface a specific host address is on. Applying
 //! attaches `pier_tc_in` to every uplink that lacks it (so an interface added since is covered
 //! from the next publish on; until then nft serves it) and `pier_tc_reply` to the target's
 //! bridge, then writes the map; the nft element stays underneath as the authority and the
 //! fallback for everything the programs leave alone. Removing deletes a map entry only when it
-//! still points at the same target, and when the map is left empty detaches the programs from
-//! every interface: a host with nothing published for remote clients runs no tc program. Both
-//! hold the pin dir's lock, so a publish never sees its uplinks detached under it.
+//! still points at the same target. The programs stay attached when the map empties: a tcx
+//! attach waits for an RCU grace period (7–23 ms each here, measured), which made every
+//! `pier run --rm -p` pay 40 ms when the last removal detached them; with nothing published they
+//! cost a parse and a hash miss per packet. `pier gc` detaches them from every interface when
+//! nothing is published through them ([`detach_idle`]). All of these hold the pin dir's lock,
+//! so a publish never sees its uplinks detached under it.
 //! An uplink is an Ethernet interface of this namespace that is not loopback, not a bridge port
 //! and not a pier bridge (remote clients come in through it).
 //!
@@ -32,7 +36,12 @@ use crate::Protocol;
 pub(crate) fn ensure(settings: &Settings) -> Result<(), String> {
     let _lock = lock_pins(settings).map_err(|e| e.to_string())?;
     let pin_dir = &settings.bpf_pin_dir;
-    pier_bpf::load_remote(pin_dir).map_err(|e| e.to_string())?;
+    if pier_bpf::load_remote(pin_dir).map_err(|e| e.to_string())? {
+        if let Err(e) = pier_bpf::probe_remote(pin_dir) {
+            let _ = pier_bpf::unpin_remote(pin_dir);
+            return Err(e.to_string());
+        }
+    }
     let links = pier_net::Netlink::open()
         .and_then(|mut nl| nl.links())
         .map_err(|e| e.to_string())?;
@@ -40,9 +49,6 @@ pub(crate) fn ensure(settings: &Settings) -> Result<(), String> {
         if !links.iter().any(|l| l.index == index) {
             pier_bpf::unpin_remote_link(pin_dir, hook, index).map_err(|e| e.to_string())?;
         }
-    }
-    if pier_bpf::attached_remote(pin_dir).is_empty() {
-        pier_bpf::probe_remote(pin_dir).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -158,15 +164,14 @@ pub(crate) fn apply_entries(
             for made in &entries[..done] {
                 let _ = publisher.unpublish(made);
             }
-            let _ = detach_when_empty(pin_dir, &publisher);
             return Err(bpf_err("publish for remote clients")(e));
         }
     }
     Ok(())
 }
 
-/// Removes the entries that still point at their target, then detaches the programs if the
-/// map is empty; missing map or entries are fine.
+/// Removes the entries that still point at their target (the programs stay attached); missing
+/// map or entries are fine.
 pub(crate) fn remove_entries(
     settings: &Settings,
     entries: &[RemoteEntry],
@@ -175,27 +180,32 @@ pub(crate) fn remove_entries(
         return Ok(());
     }
     let _lock = lock_pins(settings)?;
-    let pin_dir = &settings.bpf_pin_dir;
-    let publisher = RemotePublisher::open(pin_dir).map_err(bpf_err("open the remote map"))?;
+    let publisher =
+        RemotePublisher::open(&settings.bpf_pin_dir).map_err(bpf_err("open the remote map"))?;
     let mut first = Ok(());
     for entry in entries {
         let res = publisher.unpublish(entry);
         first = first.and(res.map_err(bpf_err("unpublish for remote clients")));
     }
-    first.and(detach_when_empty(pin_dir, &publisher))
+    first
 }
 
-/// Unpins every link of the remote programs when nothing is published through them.
-fn detach_when_empty(
-    pin_dir: &std::path::Path,
-    publisher: &RemotePublisher,
-) -> Result<(), PublishError> {
-    if !publisher.is_empty() {
-        return Ok(());
+/// Detaches the remote programs from every interface when nothing is published through them
+/// (`pier gc`); returns how many links it removed.
+pub fn detach_idle(settings: &Settings) -> Result<usize, PublishError> {
+    let pin_dir = &settings.bpf_pin_dir;
+    if !pier_bpf::remote_loaded(pin_dir) || pier_bpf::attached_remote(pin_dir).is_empty() {
+        return Ok(0);
     }
-    for (hook, index) in pier_bpf::attached_remote(pin_dir) {
+    let _lock = lock_pins(settings)?;
+    let publisher = RemotePublisher::open(pin_dir).map_err(bpf_err("open the remote map"))?;
+    if !publisher.is_empty() {
+        return Ok(0);
+    }
+    let links = pier_bpf::attached_remote(pin_dir);
+    for &(hook, index) in &links {
         pier_bpf::unpin_remote_link(pin_dir, hook, index)
             .map_err(bpf_err("detach the remote programs"))?;
     }
-    Ok(())
+    Ok(links.len())
 }
