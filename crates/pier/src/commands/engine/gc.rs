@@ -9,7 +9,9 @@ use pier_engine::engine::Engine;
     long_about = "Find what killed pier commands or monitors left behind — links, nftables \
 elements, address leases, mounts, cgroups, state and runtime directories, processes of containers \
 that no longer exist — and remove it, printing one line per removal. Every engine command does \
-this on start; `pier gc` does only this.",
+this on start; `pier gc` also reclaims address leases of removed containers, eBPF client entries \
+of namespaces that are gone and an older pier's unused pins, and detaches the remote-client tc \
+programs from the host's interfaces when no port is published through them.",
     after_help = "Example:\n  pier gc"
 )]
 pub struct Args {}
