@@ -62,6 +62,7 @@ impl TestNetns {
             .env("PIER_STATE_DIR", dir.join("engine-state"))
             .env("PIER_SUBNET_POOL", "198.18.0.0/15:24")
             .env("PIER_BPF_PIN_DIR", format!("/sys/fs/bpf/{}", self.0))
+            .current_dir(dir)
             .output()
             .expect("run pier bench start")
     }
@@ -118,13 +119,20 @@ fn start_writes_json_of_the_documented_shape() {
     let json = dir.path().join("start.json");
     let before = pier_bench_dirs();
     let netns = TestNetns::new("bench-start");
-    let json_arg = json.to_string_lossy().into_owned();
     let svg = dir.path().join("start.svg");
-    let svg_arg = svg.to_string_lossy().into_owned();
+    // Relative paths, from the directory pier runs in: entering crun's mount namespace must
+    // not move where they land.
     let output = netns.bench(
         dir.path(),
         &[
-            "--runs", "2", "--warmup", "0", "--json", &json_arg, "--svg", &svg_arg,
+            "--runs",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+            "start.json",
+            "--svg",
+            "start.svg",
         ],
     );
     drop(netns);

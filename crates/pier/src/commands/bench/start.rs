@@ -88,11 +88,17 @@ impl Drop for Bench {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
     anyhow::ensure!(
         nix::unistd::geteuid().is_root(),
         "pier bench start needs root: it creates namespaces, mounts and cgroups"
     );
+    // Entering crun's mount namespace (and coming back) resets the working directory to its
+    // root: resolve the output paths against the directory the user ran pier in, now.
+    for path in [&mut args.json, &mut args.svg].into_iter().flatten() {
+        *path =
+            std::path::absolute(&*path).with_context(|| format!("resolving {}", path.display()))?;
+    }
     let private_pins = pins::use_private();
     let stop = interrupt::catch_without_thread()?;
     pins::sweep_stale();
