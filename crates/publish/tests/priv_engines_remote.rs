@@ -201,18 +201,24 @@ fn auto_remote_clients_bypass_conntrack() {
     );
 }
 
+/// A UDP socket connected to `front` from the calling thread's namespace, reads bounded by
+/// `wait`.
+fn connected_udp(front: SocketAddr, wait: std::time::Duration) -> std::net::UdpSocket {
+    let any: SocketAddr = match front {
+        SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
+        SocketAddr::V6(_) => "[::]:0".parse().unwrap(),
+    };
+    let sock = std::net::UdpSocket::bind(any).unwrap();
+    sock.set_read_timeout(Some(wait)).unwrap();
+    sock.connect(front).unwrap();
+    sock
+}
+
 /// A UDP socket of the remote client connected to `front`, after one echo went through.
 fn udp_flow(lab: &Lab, front: SocketAddr) -> std::net::UdpSocket {
     lab.remote
         .run(|| {
-            let any: SocketAddr = match front {
-                SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
-                SocketAddr::V6(_) => "[::]:0".parse().unwrap(),
-            };
-            let sock = std::net::UdpSocket::bind(any).unwrap();
-            sock.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-                .unwrap();
-            sock.connect(front).unwrap();
+            let sock = connected_udp(front, std::time::Duration::from_secs(2));
             sock.send(b"hello").unwrap();
             let mut buf = [0u8; 256];
             let n = sock.recv(&mut buf).expect("the echo through the front");
@@ -363,14 +369,7 @@ fn icmp_errors_about_a_flow_are_translated_both_ways() {
             let refused = lab
                 .remote
                 .run(|| {
-                    let any: SocketAddr = match front {
-                        SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
-                        SocketAddr::V6(_) => "[::]:0".parse().unwrap(),
-                    };
-                    let sock = std::net::UdpSocket::bind(any).unwrap();
-                    sock.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-                        .unwrap();
-                    sock.connect(front).unwrap();
+                    let sock = connected_udp(front, std::time::Duration::from_secs(2));
                     sock.send(b"anyone?").unwrap();
                     sock.recv(&mut [0u8; 64]).map_err(|e| e.kind())
                 })
@@ -396,18 +395,11 @@ fn datagram(lab: &Lab, front: SocketAddr, hops: u32, size: usize) -> Result<usiz
     use nix::sys::socket::{setsockopt, sockopt};
     lab.remote
         .run(|| {
-            let any: SocketAddr = match front {
-                SocketAddr::V4(_) => "0.0.0.0:0".parse().unwrap(),
-                SocketAddr::V6(_) => "[::]:0".parse().unwrap(),
-            };
-            let sock = std::net::UdpSocket::bind(any).unwrap();
+            let sock = connected_udp(front, std::time::Duration::from_millis(500));
             match front {
                 SocketAddr::V4(_) => sock.set_ttl(hops).unwrap(),
                 SocketAddr::V6(_) => setsockopt(&sock, sockopt::Ipv6Ttl, &(hops as i32)).unwrap(),
             }
-            sock.set_read_timeout(Some(std::time::Duration::from_millis(500)))
-                .unwrap();
-            sock.connect(front).unwrap();
             sock.send(&vec![b'x'; size]).unwrap();
             sock.recv(&mut vec![0u8; 65536])
                 .map_err(|e| e.raw_os_error().unwrap_or(0))

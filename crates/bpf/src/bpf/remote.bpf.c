@@ -500,39 +500,27 @@ static __always_inline int forward_icmp(struct __sk_buff *skb, const struct pkt 
 	return send(skb, &f, rc, p->v6);
 }
 
-/* On an uplink: an error about a reply of a flow (front -> client) goes to its target. */
-static __always_inline int icmp_in(struct __sk_buff *skb, const struct pkt *p)
+/* An ICMP error about a translated flow. On an uplink (outer_dst): about a reply (front ->
+ * client), found in pier_flows, it goes to the target. On a bridge: the container's error
+ * about a client's packet (client -> target), found in pier_rflows, goes to the client as
+ * the front's. */
+static __always_inline int icmp_error(struct __sk_buff *skb, const struct pkt *p, int outer_dst)
 {
 	struct pier_flow_key k;
-	struct pier_flow *flow, target;
+	struct pier_flow *flow, to;
 	struct pier_icmp_err e = {};
 
 	if (!parse_icmp_error(skb, p, &e) || !same_addr(&p->k.dst, &e.inner.src))
 		return TC_ACT_OK;
 	k = reversed(&e.inner);
-	flow = bpf_map_lookup_elem(&pier_flows, &k);
+	if (outer_dst)
+		flow = bpf_map_lookup_elem(&pier_flows, &k);
+	else
+		flow = bpf_map_lookup_elem(&pier_rflows, &k);
 	if (!flow)
 		return TC_ACT_OK;
-	target = *flow;
-	return forward_icmp(skb, p, &e, 1, &target);
-}
-
-/* On a bridge: the container's error about a client's packet (client -> target) goes to
- * the client as the front's. */
-static __always_inline int icmp_reply(struct __sk_buff *skb, const struct pkt *p)
-{
-	struct pier_flow_key k;
-	struct pier_flow *flow, front;
-	struct pier_icmp_err e = {};
-
-	if (!parse_icmp_error(skb, p, &e) || !same_addr(&p->k.dst, &e.inner.src))
-		return TC_ACT_OK;
-	k = reversed(&e.inner);
-	flow = bpf_map_lookup_elem(&pier_rflows, &k);
-	if (!flow)
-		return TC_ACT_OK;
-	front = *flow;
-	return forward_icmp(skb, p, &e, 0, &front);
+	to = *flow;
+	return forward_icmp(skb, p, &e, outer_dst, &to);
 }
 
 SEC("tc")
@@ -547,7 +535,7 @@ int pier_tc_in(struct __sk_buff *skb)
 	if (skb->pkt_type != PACKET_HOST || !parse_l3(skb, &p))
 		return TC_ACT_OK;
 	if (p.k.proto == PROTO_ICMP || p.k.proto == PROTO_ICMPV6)
-		return icmp_in(skb, &p);
+		return icmp_error(skb, &p, 1);
 	if (!parse_l4(skb, &p))
 		return TC_ACT_OK;
 	t = published(skb, &p, &wild);
@@ -586,7 +574,7 @@ int pier_tc_reply(struct __sk_buff *skb)
 	if (!parse_l3(skb, &p))
 		return TC_ACT_OK;
 	if (p.k.proto == PROTO_ICMP || p.k.proto == PROTO_ICMPV6)
-		return icmp_reply(skb, &p);
+		return icmp_error(skb, &p, 0);
 	if (!parse_l4(skb, &p))
 		return TC_ACT_OK;
 	flow = bpf_map_lookup_elem(&pier_rflows, &p.k);
