@@ -653,6 +653,16 @@ fn a_bad_client_cpuset_is_refused_before_anything_starts() {
         stderr.contains("--client-cpuset") && stderr.contains("3-1"),
         "{stderr}"
     );
+    let out = Command::new(PIER)
+        .args(["bench", "net", "--client-cpuset", "4095"])
+        .output()
+        .expect("run pier");
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--client-cpuset: CPU 4095 is not one"),
+        "{stderr}"
+    );
     assert_eq!(bench_traces(), before);
 }
 

@@ -275,8 +275,8 @@ fn client_side(
 fn client_cpus(args: &Args, server_cpuset: &str) -> anyhow::Result<Option<String>> {
     match args.client_cpuset.as_deref() {
         Some("all") => Ok(None),
-        Some(list) => topo::cpus_of(list)
-            .map(|_| Some(list.to_string()))
+        Some(list) => topo::usable_cpus(list)
+            .map(|()| Some(list.to_string()))
             .map_err(|e| anyhow::anyhow!("--client-cpuset: {e}")),
         None => {
             let all = std::thread::available_parallelism().map_or(1, |n| n.get());

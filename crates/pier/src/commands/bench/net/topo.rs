@@ -78,6 +78,24 @@ pub fn cpus_of(list: &str) -> Result<std::collections::BTreeSet<usize>, String> 
     Ok(cpus)
 }
 
+/// Checks that `list` is a CPU list and that this process may run on every CPU in it.
+pub fn usable_cpus(list: &str) -> Result<(), String> {
+    let wanted = cpus_of(list)?;
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|l| cpus_of(l.trim()))
+        .ok_or("no Cpus_allowed_list in /proc/self/status")??;
+    match wanted.difference(&allowed).next() {
+        Some(cpu) => Err(format!(
+            "CPU {cpu} is not one this process may run on ({})",
+            cpu_list(&allowed)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A cpuset list of `cpus` (ranges folded: `0-2,5`).
 pub fn cpu_list(cpus: &std::collections::BTreeSet<usize>) -> String {
     let mut parts: Vec<(usize, usize)> = Vec::new();
